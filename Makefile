@@ -1,0 +1,23 @@
+# Two entry points: `make demo` runs the translated seed samples, `make test` runs the
+# test suite. Both create or refresh the virtual environment in .venv themselves.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test lint clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	@for sample in examples/*_sample.py; do echo "== $$sample"; $(PY) $$sample || exit 1; done
+
+test: $(STAMP)
+	$(PY) -m ruff check src tests examples
+	$(PY) -m pytest -q
+
+clean:
+	rm -rf $(VENV) build src/*.egg-info .pytest_cache .hypothesis

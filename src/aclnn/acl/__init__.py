@@ -1,0 +1,51 @@
+"""The runtime layer, pyACL style: `from aclnn import acl`.
+
+"Device" memory is host RAM owned by this runtime; addresses are real addresses.
+"""
+
+from __future__ import annotations
+
+from . import rt, util
+from ._codes import *  # noqa: F403 - the pyACL constants live on `acl`
+from ._codes import ACL_ERROR_REPEAT_FINALIZE, ACL_ERROR_REPEAT_INITIALIZE, ACL_SUCCESS
+from ._device import state
+from ._errmsg import get_recent_error, set_recent_error
+from ._memory import device_heap, host_arrays, host_heap
+from ._streams import streams
+
+
+def init(config_path: str | None = None) -> int:
+    """Initialise the runtime; a second call without `finalize` returns 100002."""
+    with state.lock:
+        if state.initialized:
+            set_recent_error("init: the runtime is already initialised")
+            return ACL_ERROR_REPEAT_INITIALIZE
+        state.initialized = True
+    return ACL_SUCCESS
+
+
+def finalize() -> int:
+    """Finish all queued work, then release every allocation, stream and host registration."""
+    with state.lock:
+        if not state.initialized:
+            set_recent_error("finalize: the runtime is not initialised")
+            return ACL_ERROR_REPEAT_FINALIZE
+        state.initialized = False
+    rt.synchronize_device()
+    for stream in streams.all():
+        streams.remove(stream.handle)
+    device_heap.release_all()
+    host_heap.release_all()
+    host_arrays.clear()
+    state.device = None
+    return ACL_SUCCESS
+
+
+def get_soc_name() -> str:
+    """The SoC the current device reports (ACLNN_SOC at set_device; default Ascend910B)."""
+    return state.soc_name
+
+
+def get_recent_err_msg() -> str:
+    """This thread's most recent failure message ("" if none)."""
+    return get_recent_error()

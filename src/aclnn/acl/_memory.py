@@ -1,0 +1,138 @@
+"""Runtime-owned memory: "device" allocations and registered host regions.
+
+Every byte the library reads or writes belongs to a `Region` found here: a device
+allocation made by `malloc`, a host allocation made by `malloc_host`, or a host NumPy
+array whose address was handed out by `numpy_to_ptr`. An address that falls in no live
+region is refused, so nothing ever touches memory it does not own.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+import weakref
+
+import numpy as np
+
+ALIGNMENT = 64
+
+
+class Region:
+    """A contiguous byte range `[addr, addr + size)` backed by a NumPy uint8 array."""
+
+    __slots__ = ("addr", "size", "buffer", "alive", "on_device", "__weakref__")
+
+    def __init__(self, buffer: np.ndarray, on_device: bool):
+        self.buffer = buffer
+        self.addr = int(buffer.ctypes.data)
+        self.size = int(buffer.nbytes)
+        self.alive = True
+        self.on_device = on_device
+
+    def contains(self, addr: int, nbytes: int) -> bool:
+        """Whether `[addr, addr + nbytes)` lies inside this live region."""
+        return self.alive and self.addr <= addr and addr + nbytes <= self.addr + self.size
+
+    def bytes_at(self, addr: int, nbytes: int) -> np.ndarray:
+        """A uint8 view of `[addr, addr + nbytes)`; the caller checked `contains`."""
+        start = addr - self.addr
+        return self.buffer[start : start + nbytes]
+
+
+def _aligned_buffer(size: int) -> np.ndarray:
+    raw = np.empty(size + ALIGNMENT, dtype=np.uint8)
+    shift = (-raw.ctypes.data) % ALIGNMENT
+    return raw[shift : shift + size]
+
+
+class _DeviceHeap:
+    """Live device allocations, searchable by any address inside them."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._starts: list[int] = []
+        self._regions: dict[int, Region] = {}
+
+    def allocate(self, size: int, on_device: bool = True) -> Region:
+        region = Region(_aligned_buffer(size), on_device)
+        with self._lock:
+            bisect.insort(self._starts, region.addr)
+            self._regions[region.addr] = region
+        return region
+
+    def release(self, addr: int) -> Region | None:
+        with self._lock:
+            region = self._regions.pop(addr, None)
+            if region is None:
+                return None
+            self._starts.pop(bisect.bisect_left(self._starts, addr))
+        region.alive = False
+        region.buffer = None
+        return region
+
+    def find(self, addr: int, nbytes: int = 0) -> Region | None:
+        with self._lock:
+            i = bisect.bisect_right(self._starts, addr) - 1
+            if i < 0:
+                return None
+            region = self._regions[self._starts[i]]
+        return region if region.contains(addr, nbytes) else None
+
+    def release_all(self) -> None:
+        with self._lock:
+            addrs = list(self._starts)
+        for addr in addrs:
+            self.release(addr)
+
+
+class _HostRegistry:
+    """Host NumPy arrays whose addresses were handed out; entries die with their arrays."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._entries: dict[int, tuple[weakref.ref, Region]] = {}
+
+    def register(self, array: np.ndarray) -> int:
+        raw = array.reshape(-1).view(np.uint8) if array.size else np.empty(0, np.uint8)
+        region = Region(raw, on_device=False)
+        if array.size == 0:
+            region.addr = int(array.ctypes.data)
+        key = id(region)
+
+        def forget(_ref, key=key):
+            with self._lock:
+                entry = self._entries.pop(key, None)
+            if entry is not None:
+                entry[1].alive = False
+                entry[1].buffer = None
+
+        with self._lock:
+            self._entries[key] = (weakref.ref(array, forget), region)
+        return region.addr
+
+    def find(self, addr: int, nbytes: int = 0) -> Region | None:
+        with self._lock:
+            candidates = [region for ref, region in self._entries.values() if ref() is not None]
+        for region in candidates:
+            if region.contains(addr, nbytes):
+                return region
+        return None
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+
+device_heap = _DeviceHeap()
+host_heap = _DeviceHeap()
+host_arrays = _HostRegistry()
+
+
+def find_host(addr: int, nbytes: int) -> Region | None:
+    """The live host region (malloc_host or numpy_to_ptr) holding `[addr, addr+nbytes)`."""
+    return host_heap.find(addr, nbytes) or host_arrays.find(addr, nbytes)
+
+
+def find_any(addr: int, nbytes: int) -> Region | None:
+    """The live region of either side holding `[addr, addr + nbytes)`."""
+    return device_heap.find(addr, nbytes) or find_host(addr, nbytes)

@@ -1,0 +1,117 @@
+"""Typed loads and stores on raw byte buffers, and float16/bfloat16 conversions in registers.
+
+Kernels receive every operand as the uint8 buffer of its allocation plus byte offsets, so
+one compiled kernel serves every dtype combination; these intrinsics read and write the
+element types in place. float16 <-> float32 uses LLVM's fpext/fptrunc (F16C instructions,
+round-to-nearest-even); bfloat16 uses shifts with round-to-nearest-even.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic
+
+F32, F16, BF16 = 0, 1, 2  # element codes the kernels dispatch on
+
+_I16, _I32, _F32T, _HALF = ir.IntType(16), ir.IntType(32), ir.FloatType(), ir.HalfType()
+
+
+def _element_pointer(context, builder, array_type, array, byte_index, element_type):
+    data = context.make_array(array_type)(context, builder, value=array).data
+    pointer = builder.gep(data, [byte_index])
+    return builder.bitcast(pointer, element_type.as_pointer())
+
+
+@intrinsic
+def load_f32(typingctx, buf, byte_index):
+    """The float32 at `byte_index` of the uint8 array `buf`."""
+    def codegen(context, builder, signature, args):
+        ptr = _element_pointer(context, builder, signature.args[0], args[0], args[1], _F32T)
+        return builder.load(ptr, align=4)
+    return types.float32(buf, byte_index), codegen
+
+
+@intrinsic
+def load_u16(typingctx, buf, byte_index):
+    """The 16-bit word at `byte_index` of the uint8 array `buf`."""
+    def codegen(context, builder, signature, args):
+        ptr = _element_pointer(context, builder, signature.args[0], args[0], args[1], _I16)
+        return builder.load(ptr, align=2)
+    return types.uint16(buf, byte_index), codegen
+
+
+@intrinsic
+def store_f32(typingctx, buf, byte_index, value):
+    """Write the float32 `value` at `byte_index` of `buf`."""
+    def codegen(context, builder, signature, args):
+        ptr = _element_pointer(context, builder, signature.args[0], args[0], args[1], _F32T)
+        builder.store(args[2], ptr, align=4)
+        return context.get_dummy_value()
+    return types.none(buf, byte_index, types.float32), codegen
+
+
+@intrinsic
+def store_u16(typingctx, buf, byte_index, value):
+    """Write the 16-bit word `value` at `byte_index` of `buf`."""
+    def codegen(context, builder, signature, args):
+        ptr = _element_pointer(context, builder, signature.args[0], args[0], args[1], _I16)
+        builder.store(args[2], ptr, align=2)
+        return context.get_dummy_value()
+    return types.none(buf, byte_index, types.uint16), codegen
+
+
+@intrinsic
+def half_to_f32(typingctx, bits):
+    """float16 bits -> float32 (exact)."""
+    def codegen(context, builder, signature, args):
+        return builder.fpext(builder.bitcast(args[0], _HALF), _F32T)
+    return types.float32(types.uint16), codegen
+
+
+@intrinsic
+def f32_to_half(typingctx, value):
+    """float32 -> float16 bits, round-to-nearest-even (NaN stays NaN, overflow gives inf)."""
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(builder.fptrunc(args[0], _HALF), _I16)
+    return types.uint16(types.float32), codegen
+
+
+@intrinsic
+def f32_bits(typingctx, value):
+    """The IEEE bits of a float32, as uint32."""
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], _I32)
+    return types.uint32(types.float32), codegen
+
+
+@intrinsic
+def f32_from_bits(typingctx, bits):
+    """The float32 whose IEEE bits are the uint32 `bits`."""
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], _F32T)
+    return types.float32(types.uint32), codegen
+
+
+_BF16_NAN_BIT = np.uint32(0x0040)
+_ABS_MASK = np.uint32(0x7FFFFFFF)
+_INF_BITS = np.uint32(0x7F800000)
+_ROUND_BIAS = np.uint32(0x7FFF)
+_ONE = np.uint32(1)
+_SHIFT = np.uint32(16)
+
+
+@njit(inline="always")
+def bf16_to_f32(bits):
+    """bfloat16 bits -> float32 (exact)."""
+    return f32_from_bits(np.uint32(bits) << _SHIFT)
+
+
+@njit(inline="always")
+def f32_to_bf16(value):
+    """float32 -> bfloat16 bits, round-to-nearest-even; NaN stays a quiet NaN."""
+    b = f32_bits(value)
+    rounded = (b + _ROUND_BIAS + ((b >> _SHIFT) & _ONE)) >> _SHIFT
+    quiet_nan = (b >> _SHIFT) | _BF16_NAN_BIT
+    return np.uint16(quiet_nan if (b & _ABS_MASK) > _INF_BITS else rounded)

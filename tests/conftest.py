@@ -1,0 +1,37 @@
+"""Session set-up: the runtime is initialised once, device 0 is set (SoC Ascend910B)."""
+
+import os
+
+import pytest
+from hypothesis import settings
+
+from aclnn import acl
+
+settings.register_profile("ci", max_examples=60, deadline=None, derandomize=True)
+settings.register_profile("long", max_examples=2000, deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def runtime():
+    """Initialise the runtime and set device 0 for the whole session."""
+    os.environ.pop("ACLNN_SOC", None)
+    assert acl.init() == 0
+    assert acl.rt.set_device(0) == 0
+    yield
+    acl.rt.reset_device(0)
+    acl.finalize()
+
+
+@pytest.fixture
+def use_soc(monkeypatch):
+    """Select a SoC profile for one test: `use_soc("Ascend910")`; restored afterwards."""
+
+    def select(name: str) -> None:
+        monkeypatch.setenv("ACLNN_SOC", name)
+        assert acl.rt.set_device(0) == 0
+        assert acl.get_soc_name() == name
+
+    yield select
+    monkeypatch.delenv("ACLNN_SOC", raising=False)
+    acl.rt.set_device(0)
