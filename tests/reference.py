@@ -403,7 +403,7 @@ def _uint(dtype) -> np.dtype:
 
 def bits(a) -> np.ndarray:
     """The raw bit patterns of a float array (so NaN payloads and -0 compare exactly)."""
-    a = np.ascontiguousarray(a)
+    a = np.array(a)  # a contiguous copy (keeps rank 0)
     return a.view(_uint(a.dtype))
 
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
+import aclnn
 import reference as R
 from reference import BF16, F16, F32, bits, check_output, compute, golden, run_op, strided_device
 from support import DeviceTensor, empty_device, to_device
-
-import aclnn
 
 OPS = ("smooth_l1", "l1", "gelu")
 ATTRS = {"smooth_l1": (0, 1.0), "l1": (0,), "gelu": ("none",)}
@@ -247,6 +247,35 @@ def test_output_dtype_differs_from_promoted(op, in_dtype, out_dtype):
     attrs = (0, 0.5) if op == "smooth_l1" else (1,)
     out = check(op, inputs, attrs, out_dtype=out_dtype)
     assert out.dtype == out_dtype
+
+
+@pytest.mark.parametrize("op", ["smooth_l1", "l1"])
+@pytest.mark.parametrize("out_dtype", [F16, BF16])
+def test_output_rounding_is_nearest_even(op, out_dtype):
+    """float32 results written to a 16-bit gradInput are rounded to nearest, ties to even.
+
+    With beta = 0 / sum the float32 result is exactly g*sign(d), so the output must equal
+    the correctly rounded g bit for bit; g sits on, just below and just above 16-bit
+    rounding midpoints, and beyond the 16-bit range (-> inf).
+    """
+    p = 10 if out_dtype == F16 else 7
+    vals = []
+    for base in (1.0, 1.5, 3.0, -2.0, 0.75):
+        half = base / 2.0**p / 2 * (1 if base > 0 else -1)  # half a ULP at |base|
+        for k in range(4):
+            mid = base + (2 * k + 1) * half
+            vals += [mid, np.nextafter(np.float32(mid), np.float32(0)),
+                     np.nextafter(np.float32(mid), np.float32(np.inf) * np.sign(mid))]
+    vals += [70000.0, -65520.0, 65519.0, 1e-7, 3e-8, 2.9e-8] if out_dtype == F16 else [
+        3.3e38, -3.39e38, 1e-39, 1e-41]
+    g = np.array(vals, np.float32)
+    x = np.full(g.shape, 2.0, np.float32)
+    y = np.zeros(g.shape, np.float32)
+    attrs = (2, 0.0) if op == "smooth_l1" else (2,)
+    with np.errstate(over="ignore"):
+        out = compute(op, [g, x, y], attrs, out_dtype=out_dtype)
+        expected = R.round_to(out_dtype, g.astype(np.float64))
+    assert np.array_equal(bits(out), bits(expected)), (g, out, expected)
 
 
 def test_gelu_f16_bf16_promotes_to_f32():

@@ -7,7 +7,7 @@ import pytest
 
 import aclnn
 from aclnn import acl
-from support import DeviceTensor, to_device
+from support import GUARD_BYTES, DeviceTensor, to_device
 
 X = np.array([0.5, -0.5, 2.0, -2.0], dtype=np.float32)
 
@@ -73,7 +73,7 @@ class Case:
     def set_grad(self, value: float) -> None:
         host = np.full(self.g.storage_host.size, value, np.float32)
         ret = acl.rt.memcpy(
-            self.g.ptr + 64, host.nbytes, acl.util.numpy_to_ptr(host), host.nbytes,
+            self.g.ptr + GUARD_BYTES, host.nbytes, acl.util.numpy_to_ptr(host), host.nbytes,
             acl.ACL_MEMCPY_HOST_TO_DEVICE,
         )  # fmt: skip
         assert ret == 0

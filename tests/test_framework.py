@@ -52,24 +52,24 @@ NAME = {
 }
 
 
-def _pair_id(pair):
-    return f"{NAME[pair[0]]}-{NAME[pair[1]]}"
+def _pair_ids(pairs):
+    return [f"{NAME[a]}-{NAME[b]}" for a, b in pairs]
+
+
+PAIRS = list(itertools.product(TORCH_OF, TORCH_OF))
+UNSIGNED_PAIRS = [(u, x) for u in UNSIGNED for x in ALL] + [(x, u) for u in UNSIGNED for x in ALL]
 
 
 # ---------------------------------------------------------------------------- promotion
 
 
-@pytest.mark.parametrize("a, b", list(itertools.product(TORCH_OF, TORCH_OF)), ids=_pair_id)
+@pytest.mark.parametrize("a, b", PAIRS, ids=_pair_ids(PAIRS))
 def test_promotion_matches_torch(a, b):
     expected = ACL_OF[torch.promote_types(TORCH_OF[a], TORCH_OF[b])]
     assert promote_types(a, b) == expected
 
 
-@pytest.mark.parametrize(
-    "a, b",
-    [(u, x) for u in UNSIGNED for x in ALL] + [(x, u) for u in UNSIGNED for x in ALL],
-    ids=_pair_id,
-)
+@pytest.mark.parametrize("a, b", UNSIGNED_PAIRS, ids=_pair_ids(UNSIGNED_PAIRS))
 def test_unsigned_promote_only_with_themselves(a, b):
     # SPEC §5: u16/u32/u64 promote only with themselves (stricter than torch 2.13, which
     # promotes them with floating types).

@@ -401,6 +401,17 @@ def test_destroy_stream_twice():
     assert acl.rt.destroy_stream(stream) != 0
 
 
+def test_destroy_unknown_stream():
+    assert acl.rt.destroy_stream(123456789) != 0
+
+
+def test_synchronize_destroyed_stream():
+    stream, ret = acl.rt.create_stream()
+    assert ret == 0
+    assert acl.rt.destroy_stream(stream) == 0
+    assert acl.rt.synchronize_stream(stream) != 0
+
+
 def test_distinct_streams():
     s1, r1 = acl.rt.create_stream()
     s2, r2 = acl.rt.create_stream()

@@ -384,6 +384,12 @@ STATUSES = {
     "ACLNN_ERR_INNER": 561000,
     "ACLNN_ERR_INNER_NULLPTR": 561103,
 }
+CUBE_MATH_TYPES = {
+    "KEEP_DTYPE": 0,
+    "ALLOW_FP32_DOWN_PRECISION": 1,
+    "USE_FP16": 2,
+    "USE_HF32": 3,
+}
 RUNTIME = {
     "ACL_MEMCPY_HOST_TO_HOST": 0,
     "ACL_MEMCPY_HOST_TO_DEVICE": 1,
@@ -395,7 +401,9 @@ RUNTIME = {
 }
 
 
-@pytest.mark.parametrize("name, value", sorted({**DTYPES, **FORMATS, **STATUSES}.items()))
+@pytest.mark.parametrize(
+    "name, value", sorted({**DTYPES, **FORMATS, **STATUSES, **CUBE_MATH_TYPES}.items())
+)
 def test_aclnn_constant(name, value):
     assert getattr(aclnn, name) == value
 

@@ -13,21 +13,46 @@ from __future__ import annotations
 
 from . import acl
 from .codes import (
-    ACLNN_ERR_INNER, ACLNN_ERR_INNER_NULLPTR, ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR,
-    ACLNN_ERR_RUNTIME_ERROR, ACLNN_SUCCESS,
+    ACLNN_ERR_INNER,
+    ACLNN_ERR_INNER_NULLPTR,
+    ACLNN_ERR_PARAM_INVALID,
+    ACLNN_ERR_PARAM_NULLPTR,
+    ACLNN_ERR_RUNTIME_ERROR,
+    ACLNN_SUCCESS,
 )
 from .dtypes import aclDataType, aclFormat
-from .framework.executor import aclDestroyAclOpExecutor, aclOpExecutor, aclSetAclOpExecutorRepeatable
+from .framework.executor import (
+    aclDestroyAclOpExecutor,
+    aclOpExecutor,
+    aclSetAclOpExecutorRepeatable,
+)
 from .framework.status import AclnnError, ParamInvalidError, ParamNullptrError
+from .ops.avg_pool2d_backward import (
+    aclnnAvgPool2dBackward,
+    aclnnAvgPool2dBackwardGetWorkspaceSize,
+)
 from .ops.gelu_backward_v2 import aclnnGeluBackwardV2, aclnnGeluBackwardV2GetWorkspaceSize
 from .ops.l1_loss_backward import aclnnL1LossBackward, aclnnL1LossBackwardGetWorkspaceSize
 from .ops.smooth_l1_loss_backward import (
-    aclnnSmoothL1LossBackward, aclnnSmoothL1LossBackwardGetWorkspaceSize,
+    aclnnSmoothL1LossBackward,
+    aclnnSmoothL1LossBackwardGetWorkspaceSize,
 )
 from .tensor import (
-    aclCreateIntArray, aclCreateScalar, aclCreateTensor, aclDestroyIntArray, aclDestroyScalar,
-    aclDestroyTensor, aclGetDataType, aclGetFormat, aclGetStorageShape, aclGetViewOffset,
-    aclGetViewShape, aclGetViewStrides, aclIntArray, aclScalar, aclTensor,
+    aclCreateIntArray,
+    aclCreateScalar,
+    aclCreateTensor,
+    aclDestroyIntArray,
+    aclDestroyScalar,
+    aclDestroyTensor,
+    aclGetDataType,
+    aclGetFormat,
+    aclGetStorageShape,
+    aclGetViewOffset,
+    aclGetViewShape,
+    aclGetViewStrides,
+    aclIntArray,
+    aclScalar,
+    aclTensor,
 )
 
 globals().update({member.name: member for member in aclDataType})

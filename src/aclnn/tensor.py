@@ -15,8 +15,8 @@ import numpy as np
 
 from .acl import _memory
 from .acl._errmsg import set_recent_error
-from .dtypes import ITEMSIZE, NUMPY_DTYPE, aclDataType, aclFormat, dtype_name, format_name
 from .codes import ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR, ACLNN_SUCCESS
+from .dtypes import ITEMSIZE, NUMPY_DTYPE, aclDataType, aclFormat, dtype_name, format_name
 
 MAX_CREATE_RANK = 64
 
@@ -164,8 +164,10 @@ def _build_tensor(view_dims, data_type, stride, offset, fmt, storage_dims, addr)
     strides = (_int_list("stride", stride, allow_negative=True) if stride is not None
                else tuple(_product(view[i + 1:]) for i in range(len(view))))
     if len(strides) != len(view):
-        raise _Rejected(f"stride must have one entry per view dim ({len(view)}), got {list(strides)}")
-    if isinstance(offset, (bool, np.bool_)) or not isinstance(offset, (int, np.integer)) or offset < 0:
+        raise _Rejected(
+            f"stride must have one entry per view dim ({len(view)}), got {list(strides)}")
+    if (isinstance(offset, (bool, np.bool_)) or not isinstance(offset, (int, np.integer))
+            or offset < 0):
         raise _Rejected(f"offset must be a non-negative int, got {offset!r}")
     offset = int(offset)
     fmt = _enum("format", aclFormat, fmt)

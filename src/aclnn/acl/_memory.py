@@ -20,7 +20,7 @@ ALIGNMENT = 64
 class Region:
     """A contiguous byte range `[addr, addr + size)` backed by a NumPy uint8 array."""
 
-    __slots__ = ("addr", "size", "buffer", "alive", "on_device", "__weakref__")
+    __slots__ = ("addr", "size", "buffer", "alive", "on_device")
 
     def __init__(self, buffer: np.ndarray, on_device: bool):
         self.buffer = buffer
@@ -85,42 +85,45 @@ class _DeviceHeap:
             self.release(addr)
 
 
+def _bytes_of(array: np.ndarray) -> np.ndarray:
+    """The bytes of a contiguous array, in memory order, as a uint8 view."""
+    return np.ravel(array, order="K").view(np.uint8) if array.size else np.empty(0, np.uint8)
+
+
 class _HostRegistry:
-    """Host NumPy arrays whose addresses were handed out; entries die with their arrays."""
+    """Host NumPy arrays whose addresses were handed out, held weakly: an entry dies with
+    its array (the registry never keeps an array alive). Dead entries are swept by later
+    registrations, so the table stays proportional to the live arrays."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._entries: dict[int, tuple[weakref.ref, Region]] = {}
+        self._entries: list[tuple[weakref.ref, int, int]] = []
+        self._sweep_at = 64
 
     def register(self, array: np.ndarray) -> int:
-        raw = array.reshape(-1).view(np.uint8) if array.size else np.empty(0, np.uint8)
-        region = Region(raw, on_device=False)
-        if array.size == 0:
-            region.addr = int(array.ctypes.data)
-        key = id(region)
-
-        def forget(_ref, key=key):
-            with self._lock:
-                entry = self._entries.pop(key, None)
-            if entry is not None:
-                entry[1].alive = False
-                entry[1].buffer = None
-
+        addr = int(array.ctypes.data)
         with self._lock:
-            self._entries[key] = (weakref.ref(array, forget), region)
-        return region.addr
+            if len(self._entries) >= self._sweep_at:
+                self._entries = [e for e in self._entries if e[0]() is not None]
+                self._sweep_at = max(64, 2 * len(self._entries))
+            self._entries.append((weakref.ref(array), addr, int(array.nbytes)))
+        return addr
 
     def find(self, addr: int, nbytes: int = 0) -> Region | None:
         with self._lock:
-            candidates = [region for ref, region in self._entries.values() if ref() is not None]
-        for region in candidates:
-            if region.contains(addr, nbytes):
-                return region
+            entries = list(self._entries)
+        for ref, start, size in reversed(entries):
+            if start <= addr and addr + nbytes <= start + size:
+                array = ref()
+                if array is not None:
+                    region = Region(_bytes_of(array), on_device=False)
+                    region.addr = start
+                    return region
         return None
 
     def clear(self) -> None:
         with self._lock:
-            self._entries.clear()
+            self._entries = []
 
 
 device_heap = _DeviceHeap()

@@ -76,7 +76,8 @@ def synchronize_device() -> int:
 
 def _allocate(heap, size, policy, name: str) -> tuple[int, int]:
     if not _is_int(size) or size <= 0:
-        return 0, _fail(c.ACL_ERROR_INVALID_PARAM, f"{name}: size must be a positive int, got {size!r}")
+        return 0, _fail(c.ACL_ERROR_INVALID_PARAM,
+                        f"{name}: size must be a positive int, got {size!r}")
     if policy is not None and (not _is_int(policy) or policy not in c.MALLOC_POLICIES):
         return 0, _fail(c.ACL_ERROR_INVALID_PARAM,
                         f"{name}: policy must be one of {list(c.MALLOC_POLICIES)}, got {policy!r}")
@@ -130,12 +131,14 @@ def _region(ptr, nbytes: int, on_device: bool) -> Region | None:
 
 
 def memcpy(dst: int, dst_max: int, src: int, count: int, kind: int) -> int:
-    """Copy `count` bytes from `src` to `dst`; both ranges must lie in live memory of the kind's sides."""
+    """Copy `count` bytes from `src` to `dst`; both ranges must lie in live memory on the
+    sides that `kind` names."""
     if not _is_int(kind) or kind not in _MEMCPY_SIDES:
         return _fail(c.ACL_ERROR_INVALID_PARAM, f"memcpy: kind must be 0..3, got {kind!r}")
     if not _is_int(count) or not _is_int(dst_max) or count < 0 or dst_max < 0:
         return _fail(c.ACL_ERROR_INVALID_PARAM,
-                     f"memcpy: count and dst_max must be non-negative ints, got {count!r}, {dst_max!r}")
+                     f"memcpy: count and dst_max must be non-negative ints, "
+                     f"got {count!r}, {dst_max!r}")
     if count > dst_max:
         return _fail(c.ACL_ERROR_INVALID_PARAM, f"memcpy: count {count} exceeds dst_max {dst_max}")
     dst_on_device, src_on_device = _MEMCPY_SIDES[kind]
@@ -179,7 +182,8 @@ def destroy_stream(stream: int) -> int:
     """Finish the stream's pending work, then destroy it."""
     found = streams.get(stream)
     if found is None or found is streams.default:
-        return _fail(c.ACL_ERROR_RT_PARAM_INVALID, f"destroy_stream: {stream!r} is not a live stream")
+        return _fail(c.ACL_ERROR_RT_PARAM_INVALID,
+                     f"destroy_stream: {stream!r} is not a live stream")
     found.synchronize()
     streams.remove(stream)
     return c.ACL_SUCCESS

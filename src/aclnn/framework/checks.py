@@ -31,13 +31,14 @@ def not_null(op: str, **arguments) -> None:
 
 
 def live_tensors(op: str, **tensors) -> None:
-    """161002 unless each argument is an aclTensor that is not destroyed and whose memory is live."""
+    """161002 unless each argument is a live aclTensor (not destroyed, memory allocated)."""
     for name, value in tensors.items():
         if not isinstance(value, aclTensor):
             raise ParamInvalidError(
                 f"{op}: {name} must be an aclTensor, got {type(value).__name__} {value!r}.")
         if value.destroyed:
-            raise ParamInvalidError(f"{op}: {name} was destroyed (aclDestroyTensor), got {value!r}.")
+            raise ParamInvalidError(
+                f"{op}: {name} was destroyed (aclDestroyTensor), got {value!r}.")
         if not value.is_live():
             raise ParamInvalidError(f"{op}: {name}'s device memory was freed, got {value!r}.")
 

@@ -18,8 +18,12 @@ from ..acl._errmsg import set_recent_error
 from ..acl._streams import TaskError, streams
 from ..tensor import aclTensor
 from .status import (
-    ACLNN_ERR_INNER, ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR, ACLNN_ERR_RUNTIME_ERROR,
-    ACLNN_SUCCESS, AclnnError,
+    ACLNN_ERR_INNER,
+    ACLNN_ERR_PARAM_INVALID,
+    ACLNN_ERR_PARAM_NULLPTR,
+    ACLNN_ERR_RUNTIME_ERROR,
+    ACLNN_SUCCESS,
+    AclnnError,
 )
 
 

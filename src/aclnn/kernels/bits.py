@@ -115,3 +115,44 @@ def f32_to_bf16(value):
     rounded = (b + _ROUND_BIAS + ((b >> _SHIFT) & _ONE)) >> _SHIFT
     quiet_nan = (b >> _SHIFT) | _BF16_NAN_BIT
     return np.uint16(quiet_nan if (b & _ABS_MASK) > _INF_BITS else rounded)
+
+
+@njit(inline="always")
+def load_as_f32(buf, code, byte_index):
+    """One element of the given code at `byte_index` of `buf`, as float32."""
+    if code == F32:
+        return load_f32(buf, byte_index)
+    if code == F16:
+        return half_to_f32(load_u16(buf, byte_index))
+    return bf16_to_f32(load_u16(buf, byte_index))
+
+
+@njit(inline="always")
+def store_from_f32(buf, code, byte_index, value):
+    """Write the float32 `value` at `byte_index` of `buf`, rounded to the given code."""
+    if code == F32:
+        store_f32(buf, byte_index, value)
+    elif code == F16:
+        store_u16(buf, byte_index, f32_to_half(value))
+    else:
+        store_u16(buf, byte_index, f32_to_bf16(value))
+
+
+_HF32_KEEP = np.uint32(0xFFFFF000)
+_HF32_HALF_ULP = np.uint32(0x7FF)
+_HF32_SHIFT = np.uint32(12)
+
+
+@njit(inline="always")
+def round_to_hf32(value):
+    """float32 -> HF32 (float32 range, 11 explicit mantissa bits), round-to-nearest-even,
+    returned as float32. NaN stays NaN; values past the HF32 maximum become inf."""
+    b = f32_bits(value)
+    rounded = (b + _HF32_HALF_ULP + ((b >> _HF32_SHIFT) & _ONE)) & _HF32_KEEP
+    return value if (b & _ABS_MASK) > _INF_BITS else f32_from_bits(rounded)
+
+
+@njit(inline="always")
+def round_to_half(value):
+    """float32 -> float16 -> float32 (round-to-nearest-even; overflow gives inf)."""
+    return half_to_f32(f32_to_half(value))

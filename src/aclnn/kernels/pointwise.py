@@ -19,8 +19,17 @@ import numpy as np
 from numba import njit, prange
 
 from .bits import (
-    BF16, F16, F32, bf16_to_f32, f32_to_bf16, f32_to_half, half_to_f32, load_f32, load_u16,
-    store_f32, store_u16,
+    BF16,
+    F16,
+    F32,
+    bf16_to_f32,
+    f32_to_bf16,
+    f32_to_half,
+    half_to_f32,
+    load_f32,
+    load_u16,
+    store_f32,
+    store_u16,
 )
 from .fastmath import gelu_erf_derivative, gelu_tanh_derivative
 from .layout import MAX_RANK, coalesce
