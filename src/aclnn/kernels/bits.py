@@ -24,42 +24,37 @@ def _element_pointer(context, builder, array_type, array, byte_index, element_ty
     return builder.bitcast(pointer, element_type.as_pointer())
 
 
-@intrinsic
-def load_f32(typingctx, buf, byte_index):
-    """The float32 at `byte_index` of the uint8 array `buf`."""
-    def codegen(context, builder, signature, args):
-        ptr = _element_pointer(context, builder, signature.args[0], args[0], args[1], _F32T)
-        return builder.load(ptr, align=4)
-    return types.float32(buf, byte_index), codegen
+def _load_intrinsic(element_type, result_type, align: int, doc: str):
+    def load(typingctx, buf, byte_index):
+        def codegen(context, builder, signature, args):
+            ptr = _element_pointer(context, builder, signature.args[0], args[0], args[1],
+                                   element_type)
+            return builder.load(ptr, align=align)
+        return result_type(buf, byte_index), codegen
+    load.__doc__ = doc
+    return intrinsic(load)
 
 
-@intrinsic
-def load_u16(typingctx, buf, byte_index):
-    """The 16-bit word at `byte_index` of the uint8 array `buf`."""
-    def codegen(context, builder, signature, args):
-        ptr = _element_pointer(context, builder, signature.args[0], args[0], args[1], _I16)
-        return builder.load(ptr, align=2)
-    return types.uint16(buf, byte_index), codegen
+def _store_intrinsic(element_type, value_type, align: int, doc: str):
+    def store(typingctx, buf, byte_index, value):
+        def codegen(context, builder, signature, args):
+            ptr = _element_pointer(context, builder, signature.args[0], args[0], args[1],
+                                   element_type)
+            builder.store(args[2], ptr, align=align)
+            return context.get_dummy_value()
+        return types.none(buf, byte_index, value_type), codegen
+    store.__doc__ = doc
+    return intrinsic(store)
 
 
-@intrinsic
-def store_f32(typingctx, buf, byte_index, value):
-    """Write the float32 `value` at `byte_index` of `buf`."""
-    def codegen(context, builder, signature, args):
-        ptr = _element_pointer(context, builder, signature.args[0], args[0], args[1], _F32T)
-        builder.store(args[2], ptr, align=4)
-        return context.get_dummy_value()
-    return types.none(buf, byte_index, types.float32), codegen
-
-
-@intrinsic
-def store_u16(typingctx, buf, byte_index, value):
-    """Write the 16-bit word `value` at `byte_index` of `buf`."""
-    def codegen(context, builder, signature, args):
-        ptr = _element_pointer(context, builder, signature.args[0], args[0], args[1], _I16)
-        builder.store(args[2], ptr, align=2)
-        return context.get_dummy_value()
-    return types.none(buf, byte_index, types.uint16), codegen
+load_f32 = _load_intrinsic(_F32T, types.float32, 4,
+                           "The float32 at `byte_index` of the uint8 array `buf`.")
+load_u16 = _load_intrinsic(_I16, types.uint16, 2,
+                           "The 16-bit word at `byte_index` of the uint8 array `buf`.")
+store_f32 = _store_intrinsic(_F32T, types.float32, 4,
+                             "Write the float32 `value` at `byte_index` of `buf`.")
+store_u16 = _store_intrinsic(_I16, types.uint16, 2,
+                             "Write the 16-bit word `value` at `byte_index` of `buf`.")
 
 
 @intrinsic

@@ -139,7 +139,7 @@ def _signum(d):
 
 @njit(parallel=True, nogil=True, cache=True)
 def _smooth_l1_backward(bufs, meta, shape, beta, scale):
-    """bufs: (gradOut, self, target, gradInput)."""
+    """bufs: (gradOut, self, target, gradInput); beta = 0 is pure sign (L1)."""
     count, per_row = _chunk_count(shape)
     for c in prange(count):
         row, start, n = _chunk_span(shape, per_row, c)
@@ -153,23 +153,6 @@ def _smooth_l1_backward(bufs, meta, shape, beta, scale):
             d = x[i] - y[i]
             slope = d / beta if abs(d) < beta else _signum(d)
             g[i] = g[i] * slope * scale
-        _store_operand(bufs, meta, 3, shape, row, start, n, g)
-
-
-@njit(parallel=True, nogil=True, cache=True)
-def _l1_backward(bufs, meta, shape, scale):
-    """bufs: (gradOutput, self, target, gradInput)."""
-    count, per_row = _chunk_count(shape)
-    for c in prange(count):
-        row, start, n = _chunk_span(shape, per_row, c)
-        g = np.empty(CHUNK, np.float32)
-        x = np.empty(CHUNK, np.float32)
-        y = np.empty(CHUNK, np.float32)
-        _load_operand(bufs, meta, 0, shape, row, start, n, g)
-        _load_operand(bufs, meta, 1, shape, row, start, n, x)
-        _load_operand(bufs, meta, 2, shape, row, start, n, y)
-        for i in range(n):
-            g[i] = g[i] * _signum(x[i] - y[i]) * scale
         _store_operand(bufs, meta, 3, shape, row, start, n, g)
 
 
@@ -216,8 +199,8 @@ def smooth_l1_backward(shape, grad, x, target, out, beta: float, scale: float) -
 
 
 def l1_backward(shape, grad, x, target, out, scale: float) -> PointwiseLaunch:
-    """out = grad * sign(x - target) * scale."""
-    return PointwiseLaunch(_l1_backward, shape, [grad, x, target, out], np.float32(scale))
+    """out = grad * sign(x - target) * scale: the SmoothL1 kernel with beta = 0."""
+    return smooth_l1_backward(shape, grad, x, target, out, 0.0, scale)
 
 
 def gelu_backward(shape, grad, x, out, use_tanh: bool) -> PointwiseLaunch:
