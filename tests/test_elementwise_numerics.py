@@ -441,8 +441,9 @@ def test_loss_special_values(op, dtype):
     """NaN, +-inf, +-0, huge and subnormal values in every input, all pairs."""
     big = 6e4 if dtype == F16 else 1e30
     tiny = 6e-8 if dtype == F16 else 1e-40
-    vals = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, big, -big, tiny, -tiny, 1.0, -0.3, 2.5],
-                    dtype)
+    top = 65504.0 if dtype == F16 else 3e38  # d = top - (-top) overflows: still sign(d)
+    vals = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, big, -big, tiny, -tiny, 1.0, -0.3, 2.5,
+                     top, -top], dtype)
     x = np.repeat(vals, vals.size)
     y = np.tile(vals, vals.size)
     g = np.resize(vals[::-1], x.size).astype(dtype)

@@ -148,9 +148,12 @@ def memcpy(dst: int, dst_max: int, src: int, count: int, kind: int) -> int:
                                          ("src", src_region, src, src_on_device)):
         if region is None:
             side = "device" if on_device else "host"
+            hint = "" if on_device else (
+                "; host addresses come from malloc_host or util.numpy_to_ptr and stay valid "
+                "while that array is alive")
             return _fail(c.ACL_ERROR_INVALID_PARAM,
                          f"memcpy: {name} {ptr!r} + {count} bytes is not inside live {side} memory "
-                         f"(kind {kind})")
+                         f"(kind {kind}){hint}")
     if count:
         np.copyto(dst_region.bytes_at(int(dst), count), src_region.bytes_at(int(src), count))
     return c.ACL_SUCCESS

@@ -178,11 +178,14 @@ def aclnnAvgPool2dBackwardGetWorkspaceSize(gradOutput, self, kernelSize, stride,
     if gradOutput.numel == 0:
         raise _invalid(f"gradOutput must not be empty, got shape {list(gradOutput.view_shape)}.")
 
+    tensors = (gradOutput, self, gradInput)
+    if gradInput.numel == 0:
+        return Plan(tensors=tensors)
     launch = pool.AvgPool2dBackwardLaunch(
         _operand(gradOutput), _operand(gradInput), (n, c, h, w, out_h, out_w),
         (k_h, k_w, s_h, s_w, p_h, p_w, count_include_pad, divisor),
         _rounding(gradOutput.dtype, cube_math_type, soc.down_precision))
-    return Plan(steps=[launch], tensors=(gradOutput, self, gradInput))
+    return Plan(steps=[launch], tensors=tensors)
 
 
 aclnnAvgPool2dBackward = execute_api(OP)
