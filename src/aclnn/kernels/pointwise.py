@@ -26,6 +26,7 @@ from .bits import (
     f32_to_bf16,
     f32_to_half,
     half_to_f32,
+    load_as_f32,
     load_f32,
     load_u16,
     store_f32,
@@ -52,10 +53,17 @@ class StridedOperand:
     byte_strides: tuple[int, ...]
 
 
-@njit(inline="always")
+@njit(inline="always", error_model="numpy")
 def _load(buf, code, base, stride, n, out):
-    """Read n elements of the given code from buf at base + i*stride into float32 `out`."""
-    if code == F32:
+    """Read n elements of the given code from buf at base + i*stride into float32 `out`.
+
+    Contiguous and broadcast (stride 0) operands get loops of their own, which vectorise.
+    """
+    if stride == 0:
+        value = load_as_f32(buf, code, base)
+        for i in range(n):
+            out[i] = value
+    elif code == F32:
         if stride == 4:
             for i in range(n):
                 out[i] = load_f32(buf, base + 4 * i)
@@ -69,30 +77,40 @@ def _load(buf, code, base, stride, n, out):
         else:
             for i in range(n):
                 out[i] = half_to_f32(load_u16(buf, base + stride * i))
+    elif stride == 2:
+        for i in range(n):
+            out[i] = bf16_to_f32(load_u16(buf, base + 2 * i))
     else:
-        if stride == 2:
-            for i in range(n):
-                out[i] = bf16_to_f32(load_u16(buf, base + 2 * i))
-        else:
-            for i in range(n):
-                out[i] = bf16_to_f32(load_u16(buf, base + stride * i))
+        for i in range(n):
+            out[i] = bf16_to_f32(load_u16(buf, base + stride * i))
 
 
-@njit(inline="always")
+@njit(inline="always", error_model="numpy")
 def _store(buf, code, base, stride, n, values):
     """Write n float32 `values` to buf at base + i*stride, rounded to the given code."""
     if code == F32:
-        for i in range(n):
-            store_f32(buf, base + stride * i, values[i])
+        if stride == 4:
+            for i in range(n):
+                store_f32(buf, base + 4 * i, values[i])
+        else:
+            for i in range(n):
+                store_f32(buf, base + stride * i, values[i])
     elif code == F16:
+        if stride == 2:
+            for i in range(n):
+                store_u16(buf, base + 2 * i, f32_to_half(values[i]))
+        else:
+            for i in range(n):
+                store_u16(buf, base + stride * i, f32_to_half(values[i]))
+    elif stride == 2:
         for i in range(n):
-            store_u16(buf, base + stride * i, f32_to_half(values[i]))
+            store_u16(buf, base + 2 * i, f32_to_bf16(values[i]))
     else:
         for i in range(n):
             store_u16(buf, base + stride * i, f32_to_bf16(values[i]))
 
 
-@njit(inline="always")
+@njit(inline="always", error_model="numpy")
 def _chunk_base(meta, k, shape, row, start):
     """Byte offset of element (row, start) of operand k; `row` indexes the outer dims."""
     offset = meta[k, 1] + start * meta[k, _INNER]
@@ -103,7 +121,7 @@ def _chunk_base(meta, k, shape, row, start):
     return offset
 
 
-@njit(inline="always")
+@njit(inline="always", error_model="numpy")
 def _chunk_count(shape):
     rows = 1
     for d in range(MAX_RANK - 1):
@@ -112,32 +130,32 @@ def _chunk_count(shape):
     return rows * per_row, per_row
 
 
-@njit(inline="always")
+@njit(inline="always", error_model="numpy")
 def _chunk_span(shape, per_row, c):
     row = c // per_row
     start = (c - row * per_row) * CHUNK
     return row, start, min(CHUNK, shape[MAX_RANK - 1] - start)
 
 
-@njit(inline="always")
+@njit(inline="always", error_model="numpy")
 def _load_operand(bufs, meta, k, shape, row, start, n, out):
     base = _chunk_base(meta, k, shape, row, start)
     _load(bufs[k], meta[k, 0], base, meta[k, _INNER], n, out)
 
 
-@njit(inline="always")
+@njit(inline="always", error_model="numpy")
 def _store_operand(bufs, meta, k, shape, row, start, n, values):
     base = _chunk_base(meta, k, shape, row, start)
     _store(bufs[k], meta[k, 0], base, meta[k, _INNER], n, values)
 
 
-@njit(inline="always")
+@njit(inline="always", error_model="numpy")
 def _signum(d):
     """sign(d): -1, 0 (keeping the zero's sign) or 1; NaN stays NaN."""
     return _F1 if d > 0 else (-_F1 if d < 0 else d)
 
 
-@njit(parallel=True, nogil=True, cache=True)
+@njit(parallel=True, nogil=True, cache=True, error_model="numpy")
 def _smooth_l1_backward(bufs, meta, shape, beta, scale):
     """bufs: (gradOut, self, target, gradInput); beta = 0 is pure sign (L1)."""
     count, per_row = _chunk_count(shape)
@@ -156,7 +174,7 @@ def _smooth_l1_backward(bufs, meta, shape, beta, scale):
         _store_operand(bufs, meta, 3, shape, row, start, n, g)
 
 
-@njit(parallel=True, nogil=True, cache=True)
+@njit(parallel=True, nogil=True, cache=True, error_model="numpy")
 def _gelu_backward(bufs, meta, shape, use_tanh):
     """bufs: (gradOutput, self, gradInput)."""
     count, per_row = _chunk_count(shape)

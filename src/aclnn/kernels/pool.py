@@ -16,7 +16,7 @@ from .bits import load_as_f32, round_to_half, round_to_hf32, store_from_f32
 EXACT, ROUND_FP16, ROUND_HF32 = 0, 1, 2  # how the scaled gradient is rounded (cubeMathType)
 
 
-@njit(inline="always")
+@njit(inline="always", error_model="numpy")
 def _windows(out_size, in_size, kernel, stride, pad, start, end, pool):
     """Per output index: clipped window [start, end) and the padded pool extent."""
     for o in range(out_size):
@@ -27,7 +27,7 @@ def _windows(out_size, in_size, kernel, stride, pad, start, end, pool):
         end[o] = min(e, in_size)
 
 
-@njit(parallel=True, nogil=True, cache=True)
+@njit(parallel=True, nogil=True, cache=True, error_model="numpy")
 def _avg_pool2d_backward(bufs, meta, dims, params, rounding):
     """bufs: (gradOutput, gradInput); meta rows [code, byte offset, byte strides N, C, H, W];
     dims [N, C, H, W, OH, OW]; params [kH, kW, sH, sW, pH, pW, countIncludePad, divisor]."""
