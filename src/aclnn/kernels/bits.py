@@ -151,3 +151,60 @@ def round_to_hf32(value):
 def round_to_half(value):
     """float32 -> float16 -> float32 (round-to-nearest-even; overflow gives inf)."""
     return half_to_f32(f32_to_half(value))
+
+
+@njit(inline="always", error_model="numpy")
+def load_span(buf, code, base, stride, n, out):
+    """Read n elements of the given code from buf at base + i*stride into float32 `out`.
+
+    Contiguous and broadcast (stride 0) operands get loops of their own, which vectorise.
+    """
+    if stride == 0:
+        value = load_as_f32(buf, code, base)
+        for i in range(n):
+            out[i] = value
+    elif code == F32:
+        if stride == 4:
+            for i in range(n):
+                out[i] = load_f32(buf, base + 4 * i)
+        else:
+            for i in range(n):
+                out[i] = load_f32(buf, base + stride * i)
+    elif code == F16:
+        if stride == 2:
+            for i in range(n):
+                out[i] = half_to_f32(load_u16(buf, base + 2 * i))
+        else:
+            for i in range(n):
+                out[i] = half_to_f32(load_u16(buf, base + stride * i))
+    elif stride == 2:
+        for i in range(n):
+            out[i] = bf16_to_f32(load_u16(buf, base + 2 * i))
+    else:
+        for i in range(n):
+            out[i] = bf16_to_f32(load_u16(buf, base + stride * i))
+
+
+@njit(inline="always", error_model="numpy")
+def store_span(buf, code, base, stride, n, values):
+    """Write n float32 `values` to buf at base + i*stride, rounded to the given code."""
+    if code == F32:
+        if stride == 4:
+            for i in range(n):
+                store_f32(buf, base + 4 * i, values[i])
+        else:
+            for i in range(n):
+                store_f32(buf, base + stride * i, values[i])
+    elif code == F16:
+        if stride == 2:
+            for i in range(n):
+                store_u16(buf, base + 2 * i, f32_to_half(values[i]))
+        else:
+            for i in range(n):
+                store_u16(buf, base + stride * i, f32_to_half(values[i]))
+    elif stride == 2:
+        for i in range(n):
+            store_u16(buf, base + 2 * i, f32_to_bf16(values[i]))
+    else:
+        for i in range(n):
+            store_u16(buf, base + stride * i, f32_to_bf16(values[i]))

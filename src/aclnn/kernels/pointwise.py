@@ -18,26 +18,12 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit, prange
 
-from .bits import (
-    BF16,
-    F16,
-    F32,
-    bf16_to_f32,
-    f32_to_bf16,
-    f32_to_half,
-    half_to_f32,
-    load_as_f32,
-    load_f32,
-    load_u16,
-    store_f32,
-    store_u16,
-)
+from .bits import load_span, store_span
 from .fastmath import gelu_erf_derivative, gelu_tanh_derivative
 from .layout import MAX_RANK, coalesce
 
 CHUNK = 2048
 _INNER = 2 + MAX_RANK - 1  # meta column of the innermost byte stride
-ITEMSIZE_OF_CODE = {F32: 4, F16: 2, BF16: 2}
 
 _F0, _F1 = np.float32(0.0), np.float32(1.0)
 
@@ -51,63 +37,6 @@ class StridedOperand:
     code: int
     byte_offset: int
     byte_strides: tuple[int, ...]
-
-
-@njit(inline="always", error_model="numpy")
-def _load(buf, code, base, stride, n, out):
-    """Read n elements of the given code from buf at base + i*stride into float32 `out`.
-
-    Contiguous and broadcast (stride 0) operands get loops of their own, which vectorise.
-    """
-    if stride == 0:
-        value = load_as_f32(buf, code, base)
-        for i in range(n):
-            out[i] = value
-    elif code == F32:
-        if stride == 4:
-            for i in range(n):
-                out[i] = load_f32(buf, base + 4 * i)
-        else:
-            for i in range(n):
-                out[i] = load_f32(buf, base + stride * i)
-    elif code == F16:
-        if stride == 2:
-            for i in range(n):
-                out[i] = half_to_f32(load_u16(buf, base + 2 * i))
-        else:
-            for i in range(n):
-                out[i] = half_to_f32(load_u16(buf, base + stride * i))
-    elif stride == 2:
-        for i in range(n):
-            out[i] = bf16_to_f32(load_u16(buf, base + 2 * i))
-    else:
-        for i in range(n):
-            out[i] = bf16_to_f32(load_u16(buf, base + stride * i))
-
-
-@njit(inline="always", error_model="numpy")
-def _store(buf, code, base, stride, n, values):
-    """Write n float32 `values` to buf at base + i*stride, rounded to the given code."""
-    if code == F32:
-        if stride == 4:
-            for i in range(n):
-                store_f32(buf, base + 4 * i, values[i])
-        else:
-            for i in range(n):
-                store_f32(buf, base + stride * i, values[i])
-    elif code == F16:
-        if stride == 2:
-            for i in range(n):
-                store_u16(buf, base + 2 * i, f32_to_half(values[i]))
-        else:
-            for i in range(n):
-                store_u16(buf, base + stride * i, f32_to_half(values[i]))
-    elif stride == 2:
-        for i in range(n):
-            store_u16(buf, base + 2 * i, f32_to_bf16(values[i]))
-    else:
-        for i in range(n):
-            store_u16(buf, base + stride * i, f32_to_bf16(values[i]))
 
 
 @njit(inline="always", error_model="numpy")
@@ -140,13 +69,13 @@ def _chunk_span(shape, per_row, c):
 @njit(inline="always", error_model="numpy")
 def _load_operand(bufs, meta, k, shape, row, start, n, out):
     base = _chunk_base(meta, k, shape, row, start)
-    _load(bufs[k], meta[k, 0], base, meta[k, _INNER], n, out)
+    load_span(bufs[k], meta[k, 0], base, meta[k, _INNER], n, out)
 
 
 @njit(inline="always", error_model="numpy")
 def _store_operand(bufs, meta, k, shape, row, start, n, values):
     base = _chunk_base(meta, k, shape, row, start)
-    _store(bufs[k], meta[k, 0], base, meta[k, _INNER], n, values)
+    store_span(bufs[k], meta[k, 0], base, meta[k, _INNER], n, values)
 
 
 @njit(inline="always", error_model="numpy")
