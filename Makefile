@@ -5,7 +5,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint clean
+.PHONY: demo test bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,8 +16,11 @@ demo: $(STAMP)
 	@for sample in examples/*_sample.py; do echo "== $$sample"; $(PY) $$sample || exit 1; done
 
 test: $(STAMP)
-	$(PY) -m ruff check src tests examples
+	$(PY) -m ruff check src tests examples benchmarks
 	$(PY) -m pytest -q
+
+bench: $(STAMP)
+	$(PY) -m benchmarks
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info .pytest_cache .hypothesis

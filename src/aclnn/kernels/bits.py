@@ -97,13 +97,13 @@ _ONE = np.uint32(1)
 _SHIFT = np.uint32(16)
 
 
-@njit(inline="always", error_model="numpy")
+@njit(inline="always", error_model="numpy", fastmath={"contract"})
 def bf16_to_f32(bits):
     """bfloat16 bits -> float32 (exact)."""
     return f32_from_bits(np.uint32(bits) << _SHIFT)
 
 
-@njit(inline="always", error_model="numpy")
+@njit(inline="always", error_model="numpy", fastmath={"contract"})
 def f32_to_bf16(value):
     """float32 -> bfloat16 bits, round-to-nearest-even; NaN stays a quiet NaN."""
     b = f32_bits(value)
@@ -112,7 +112,7 @@ def f32_to_bf16(value):
     return np.uint16(quiet_nan if (b & _ABS_MASK) > _INF_BITS else rounded)
 
 
-@njit(inline="always", error_model="numpy")
+@njit(inline="always", error_model="numpy", fastmath={"contract"})
 def load_as_f32(buf, code, byte_index):
     """One element of the given code at `byte_index` of `buf`, as float32."""
     if code == F32:
@@ -122,7 +122,7 @@ def load_as_f32(buf, code, byte_index):
     return bf16_to_f32(load_u16(buf, byte_index))
 
 
-@njit(inline="always", error_model="numpy")
+@njit(inline="always", error_model="numpy", fastmath={"contract"})
 def store_from_f32(buf, code, byte_index, value):
     """Write the float32 `value` at `byte_index` of `buf`, rounded to the given code."""
     if code == F32:
@@ -138,7 +138,7 @@ _HF32_HALF_ULP = np.uint32(0x7FF)
 _HF32_SHIFT = np.uint32(12)
 
 
-@njit(inline="always", error_model="numpy")
+@njit(inline="always", error_model="numpy", fastmath={"contract"})
 def round_to_hf32(value):
     """float32 -> HF32 (float32 range, 11 explicit mantissa bits), round-to-nearest-even,
     returned as float32. NaN stays NaN; values past the HF32 maximum become inf."""
@@ -147,13 +147,13 @@ def round_to_hf32(value):
     return value if (b & _ABS_MASK) > _INF_BITS else f32_from_bits(rounded)
 
 
-@njit(inline="always", error_model="numpy")
+@njit(inline="always", error_model="numpy", fastmath={"contract"})
 def round_to_half(value):
     """float32 -> float16 -> float32 (round-to-nearest-even; overflow gives inf)."""
     return half_to_f32(f32_to_half(value))
 
 
-@njit(inline="always", error_model="numpy")
+@njit(inline="always", error_model="numpy", fastmath={"contract"})
 def load_span(buf, code, base, stride, n, out):
     """Read n elements of the given code from buf at base + i*stride into float32 `out`.
 
@@ -185,7 +185,7 @@ def load_span(buf, code, base, stride, n, out):
             out[i] = bf16_to_f32(load_u16(buf, base + stride * i))
 
 
-@njit(inline="always", error_model="numpy")
+@njit(inline="always", error_model="numpy", fastmath={"contract"})
 def store_span(buf, code, base, stride, n, values):
     """Write n float32 `values` to buf at base + i*stride, rounded to the given code."""
     if code == F32:

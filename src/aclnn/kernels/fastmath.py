@@ -23,7 +23,7 @@ _BIAS = np.int32(127)
 _MANT_SHIFT = np.uint32(23)
 
 
-@njit(inline="always", error_model="numpy")
+@njit(inline="always", error_model="numpy", fastmath={"contract"})
 def exp_f32(y):
     """e**y in float32 (about 1 ULP); y below -120 gives 0, so exp(-inf) == 0 (NaN is not kept)."""
     y = min(max(y, _EXP_MIN), _EXP_MAX)
@@ -67,7 +67,7 @@ _INV_SQRT_2PI = f(0.3989422804014327)
 _HALF, _ONE = f(0.5), f(1.0)
 
 
-@njit(inline="always", error_model="numpy")
+@njit(inline="always", error_model="numpy", fastmath={"contract"})
 def gelu_erf_derivative(x):
     """d/dx [x * Phi(x)] = Phi(x) + x * phi(x), without overflow or cancellation in the tails.
 
@@ -105,7 +105,7 @@ _TANH_CLAMP = f(50.0)
 _TWO = f(2.0)
 
 
-@njit(inline="always", error_model="numpy")
+@njit(inline="always", error_model="numpy", fastmath={"contract"})
 def gelu_tanh_derivative(x):
     """Derivative of the tanh approximation of GELU, evaluated without cancellation.
 

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import ml_dtypes
 import numpy as np
 from numba import njit, prange
 
-from .bits import load_span, store_span
+from .bits import BF16, F16, F32, load_span, store_span
 from .fastmath import gelu_erf_derivative, gelu_tanh_derivative
 from .layout import MAX_RANK, coalesce
+from .typed import VIEW_DTYPE, narrow, widen
 
 CHUNK = 2048
 _INNER = 2 + MAX_RANK - 1  # meta column of the innermost byte stride
@@ -39,7 +41,7 @@ class StridedOperand:
     byte_strides: tuple[int, ...]
 
 
-@njit(inline="always", error_model="numpy")
+@njit(inline="always", error_model="numpy", fastmath={"contract"})
 def _chunk_base(meta, k, shape, row, start):
     """Byte offset of element (row, start) of operand k; `row` indexes the outer dims."""
     offset = meta[k, 1] + start * meta[k, _INNER]
@@ -50,7 +52,7 @@ def _chunk_base(meta, k, shape, row, start):
     return offset
 
 
-@njit(inline="always", error_model="numpy")
+@njit(inline="always", error_model="numpy", fastmath={"contract"})
 def _chunk_count(shape):
     rows = 1
     for d in range(MAX_RANK - 1):
@@ -59,32 +61,32 @@ def _chunk_count(shape):
     return rows * per_row, per_row
 
 
-@njit(inline="always", error_model="numpy")
+@njit(inline="always", error_model="numpy", fastmath={"contract"})
 def _chunk_span(shape, per_row, c):
     row = c // per_row
     start = (c - row * per_row) * CHUNK
     return row, start, min(CHUNK, shape[MAX_RANK - 1] - start)
 
 
-@njit(inline="always", error_model="numpy")
+@njit(inline="always", error_model="numpy", fastmath={"contract"})
 def _load_operand(bufs, meta, k, shape, row, start, n, out):
     base = _chunk_base(meta, k, shape, row, start)
     load_span(bufs[k], meta[k, 0], base, meta[k, _INNER], n, out)
 
 
-@njit(inline="always", error_model="numpy")
+@njit(inline="always", error_model="numpy", fastmath={"contract"})
 def _store_operand(bufs, meta, k, shape, row, start, n, values):
     base = _chunk_base(meta, k, shape, row, start)
     store_span(bufs[k], meta[k, 0], base, meta[k, _INNER], n, values)
 
 
-@njit(inline="always", error_model="numpy")
+@njit(inline="always", error_model="numpy", fastmath={"contract"})
 def _signum(d):
     """sign(d): -1, 0 (keeping the zero's sign) or 1; NaN stays NaN."""
     return _F1 if d > 0 else (-_F1 if d < 0 else d)
 
 
-@njit(parallel=True, nogil=True, cache=True, error_model="numpy")
+@njit(parallel=True, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
 def _smooth_l1_backward(bufs, meta, shape, beta, scale):
     """bufs: (gradOut, self, target, gradInput); beta = 0 is pure sign (L1)."""
     count, per_row = _chunk_count(shape)
@@ -103,7 +105,7 @@ def _smooth_l1_backward(bufs, meta, shape, beta, scale):
         _store_operand(bufs, meta, 3, shape, row, start, n, g)
 
 
-@njit(parallel=True, nogil=True, cache=True, error_model="numpy")
+@njit(parallel=True, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
 def _gelu_backward(bufs, meta, shape, use_tanh):
     """bufs: (gradOutput, self, gradInput)."""
     count, per_row = _chunk_count(shape)
@@ -122,27 +124,93 @@ def _gelu_backward(bufs, meta, shape, use_tanh):
         _store_operand(bufs, meta, 2, shape, row, start, n, g)
 
 
-class PointwiseLaunch:
-    """A prepared kernel call: layout coalesced once (phase 1), run any number of times."""
+@njit(parallel=True, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
+def _smooth_l1_flat(g, x, y, o, beta, scale):
+    """Contiguous, one dtype: o = g * slope(x - y) * scale; g None means a scalar gradient
+    already folded into `scale`."""
+    if g is None:
+        for i in prange(o.size):
+            d = widen(x[i]) - widen(y[i])
+            o[i] = narrow((d / beta if abs(d) < beta else _signum(d)) * scale, o)
+    else:
+        for i in prange(o.size):
+            d = widen(x[i]) - widen(y[i])
+            o[i] = narrow(widen(g[i]) * (d / beta if abs(d) < beta else _signum(d)) * scale, o)
 
-    def __init__(self, kernel, shape, operands: list[StridedOperand], *scalars):
+
+@njit(parallel=True, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
+def _gelu_flat(g, x, o, use_tanh):
+    """Contiguous, one dtype: o = g * GELU'(x)."""
+    if use_tanh:
+        for i in prange(o.size):
+            o[i] = narrow(widen(g[i]) * gelu_tanh_derivative(widen(x[i])), o)
+    else:
+        for i in prange(o.size):
+            o[i] = narrow(widen(g[i]) * gelu_erf_derivative(widen(x[i])), o)
+
+
+def _flat_view(op: StridedOperand, stride: int, size: int) -> np.ndarray | None:
+    """The operand as a contiguous typed 1-D view, if its single stride is its itemsize."""
+    dtype = VIEW_DTYPE[op.code]
+    if stride != dtype.itemsize:
+        return None
+    return op.buffer[op.byte_offset: op.byte_offset + size * dtype.itemsize].view(dtype)
+
+
+def _scalar_reader(op: StridedOperand):
+    """A function reading the (broadcast) first element of `op` as a Python float."""
+    dtype = {F32: np.float32, F16: np.float16, BF16: ml_dtypes.bfloat16}[op.code]
+    view = op.buffer[op.byte_offset: op.byte_offset + np.dtype(dtype).itemsize].view(dtype)
+    return lambda: float(view[0])
+
+
+class PointwiseLaunch:
+    """A prepared kernel call: layout coalesced once (phase 1), run any number of times.
+
+    When every operand has one dtype and the coalesced layout is a single contiguous run
+    (the common case), `flat` runs a typed kernel that needs no staging buffers; otherwise
+    the chunked kernel serves any strides, broadcasts and dtype mix.
+    """
+
+    def __init__(self, chunked, shape, operands: list[StridedOperand], scalars=(), flat=None):
         iter_shape, strides = coalesce(shape, [op.byte_strides for op in operands])
-        meta = np.zeros((len(operands), 2 + MAX_RANK), dtype=np.int64)
-        for k, (op, s) in enumerate(zip(operands, strides)):
-            meta[k, 0] = op.code
-            meta[k, 1] = op.byte_offset
-            meta[k, 2:] = s
-        self._kernel = kernel
-        self._args = (tuple(op.buffer for op in operands), meta, iter_shape, *scalars)
+        self._run = None
+        if flat is not None and len({op.code for op in operands}) == 1 and (
+                iter_shape[:-1] == 1).all():
+            size = int(iter_shape[-1])
+            views = [_flat_view(op, int(s[-1]), size) for op, s in zip(operands, strides)]
+            self._run = flat(views, [int(s[-1]) for s in strides], operands)
+        if self._run is None:
+            meta = np.zeros((len(operands), 2 + MAX_RANK), dtype=np.int64)
+            for k, (op, s) in enumerate(zip(operands, strides)):
+                meta[k, 0] = op.code
+                meta[k, 1] = op.byte_offset
+                meta[k, 2:] = s
+            args = (tuple(op.buffer for op in operands), meta, iter_shape, *scalars)
+            self._run = lambda: chunked(*args)
 
     def __call__(self) -> None:
-        self._kernel(*self._args)
+        self._run()
 
 
 def smooth_l1_backward(shape, grad, x, target, out, beta: float, scale: float) -> PointwiseLaunch:
     """out = grad * (d/beta if |d| < beta else sign(d)) * scale, d = x - target."""
-    return PointwiseLaunch(_smooth_l1_backward, shape, [grad, x, target, out],
-                           np.float32(beta), np.float32(scale))
+    beta, scale = np.float32(beta), np.float32(scale)
+
+    def flat(views, strides, operands):
+        g, xs, ys, o = views
+        if xs is None or ys is None or o is None:
+            return None
+        if g is not None:
+            return lambda: _smooth_l1_flat(g, xs, ys, o, beta, scale)
+        if strides[0] != 0:
+            return None
+        read_grad = _scalar_reader(operands[0])
+        return lambda: _smooth_l1_flat(None, xs, ys, o, beta,
+                                       np.float32(read_grad() * float(scale)))
+
+    return PointwiseLaunch(_smooth_l1_backward, shape, [grad, x, target, out], (beta, scale),
+                           flat)
 
 
 def l1_backward(shape, grad, x, target, out, scale: float) -> PointwiseLaunch:
@@ -152,4 +220,10 @@ def l1_backward(shape, grad, x, target, out, scale: float) -> PointwiseLaunch:
 
 def gelu_backward(shape, grad, x, out, use_tanh: bool) -> PointwiseLaunch:
     """out = grad * GELU'(x), exact (erf) or tanh-approximated."""
-    return PointwiseLaunch(_gelu_backward, shape, [grad, x, out], bool(use_tanh))
+    def flat(views, strides, operands):
+        if any(v is None for v in views):
+            return None
+        g, xs, o = views
+        return lambda: _gelu_flat(g, xs, o, bool(use_tanh))
+
+    return PointwiseLaunch(_gelu_backward, shape, [grad, x, out], (bool(use_tanh),), flat)

@@ -21,7 +21,7 @@ from .bits import load_as_f32, round_to_half, round_to_hf32, store_span
 EXACT, ROUND_FP16, ROUND_HF32 = 0, 1, 2  # how the scaled gradient is rounded (cubeMathType)
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", fastmath={"contract"})
 def axis_plan(out_size, in_size, kernel, stride, pad, count_include_pad, override):
     """For one axis: each output's divisor factor, and for each input index the range
     [lo, hi) of outputs whose clipped window covers it."""
@@ -48,7 +48,7 @@ def axis_plan(out_size, in_size, kernel, stride, pad, count_include_pad, overrid
     return factor, lo, hi
 
 
-@njit(parallel=True, nogil=True, cache=True, error_model="numpy")
+@njit(parallel=True, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
 def _avg_pool2d_backward(bufs, meta, dims, h_plan, w_plan, override, rounding):
     """bufs: (gradOutput, gradInput); meta rows [code, byte offset, byte strides N, C, H, W];
     dims [N, C, H, W, OH, OW]; h_plan / w_plan from `axis_plan`."""

@@ -1,0 +1,297 @@
+"""The case registry: every benchmark case with its setup and its target.
+
+A setup `(cfg, dev) -> Setup` builds the device tensors once (through `dev`, with the
+public API: acl.rt.malloc + memcpy + aclCreateTensor) and returns the callable of our
+full two-phase call + synchronize, the PyTorch CPU callable (the `out=` variant, same
+dtypes), the bytes the operator reads and writes, and its element count.
+
+PyTorch has no aten op for the L1 loss backward; its nearest `out=` equivalent is
+`sub(out=) -> sign(out=) -> mul(out=)` written into the output buffer (the autograd of
+`l1_loss` computes the same `grad * sign(self - target)`, allocating).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import torch
+
+import aclnn
+
+from . import probe
+from .harness import (
+    SHORT_NAMES,
+    Config,
+    Device,
+    Row,
+    Setup,
+    Target,
+    at_most,
+    bandwidth_and_torch,
+    host_data,
+    time_pair,
+    to_torch,
+    two_phase,
+    vs_case,
+    vs_torch,
+)
+
+F32, F16, BF16 = np.dtype(np.float32), np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)
+REPO = Path(__file__).resolve().parent.parent
+aten = torch.ops.aten
+
+
+# --- measurements ------------------------------------------------------------------------
+
+def measure_throughput(case: Case, cfg: Config) -> Row:
+    """Median time of ours and torch (alternating, after warm-up) on the case's setup."""
+    dev = Device()
+    try:
+        s = case.setup(cfg, dev)
+        ours, theirs = time_pair(s.ours, s.torch, cfg.repeat, cfg.warmup)
+    finally:
+        dev.release()
+    return Row(case.name, ours, theirs, s.bytes_moved, s.elements)
+
+
+def _per_call_median(fn, calls: int) -> float:
+    for _ in range(min(calls, 200)):
+        fn()
+    times = []
+    clock = time.perf_counter_ns
+    for _ in range(calls):
+        t0 = clock()
+        fn()
+        times.append(clock() - t0)
+    return statistics.median(times) * 1e-9
+
+
+def measure_latency(case: Case, cfg: Config) -> Row:
+    """Median of many single calls, each timed on its own (ours, then torch)."""
+    dev = Device()
+    try:
+        s = case.setup(cfg, dev)
+        ours = _per_call_median(s.ours, cfg.latency_calls)
+        theirs = _per_call_median(s.torch, cfg.latency_calls)
+    finally:
+        dev.release()
+    return Row(case.name, ours, theirs, s.bytes_moved, s.elements,
+               note=f"{ours * 1e6:.1f} us vs torch {theirs * 1e6:.1f} us "
+                    f"(median of {cfg.latency_calls} calls)",
+               extra={"latency_us": ours * 1e6, "torch_latency_us": theirs * 1e6})
+
+
+COLD_START_OURS = """
+import numpy as np, aclnn
+from aclnn import acl
+acl.init(); acl.rt.set_device(0)
+def dev(a):
+    p, r = acl.rt.malloc(a.nbytes, 0); assert r == 0
+    acl.rt.memcpy(p, a.nbytes, acl.util.numpy_to_ptr(a), a.nbytes, 1)
+    return aclnn.aclCreateTensor([8], aclnn.ACL_FLOAT, [1], 0, aclnn.ACL_FORMAT_ND, [8], p)
+g, x, y, o = (dev(a) for a in (np.ones(8, np.float32), np.arange(8, dtype=np.float32),
+                               np.ones(8, np.float32), np.zeros(8, np.float32)))
+ws, ex, ret = aclnn.aclnnSmoothL1LossBackwardGetWorkspaceSize(g, x, y, 0, 1.0, o)
+assert ret == 0
+assert aclnn.aclnnSmoothL1LossBackward(None, ws, ex, None) == 0
+assert acl.rt.synchronize_stream(None) == 0
+"""
+COLD_START_TORCH = """
+import torch
+torch.ops.aten.smooth_l1_loss_backward(torch.ones(8), torch.arange(8.0), torch.ones(8), 0, 1.0)
+"""
+
+
+def _wall(code: str, runs: int) -> float:
+    """Median wall seconds of a fresh `python -c code`, after one untimed warming run."""
+    times = []
+    for i in range(runs + 1):
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
+        if i:
+            times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def measure_cold_start(case: Case, cfg: Config) -> Row:
+    """Wall time of a fresh interpreter doing one 8-element call (Numba cache warm)."""
+    ours, theirs = _wall(COLD_START_OURS, cfg.cold_runs), _wall(COLD_START_TORCH, cfg.cold_runs)
+    return Row(case.name, ours, theirs, note=f"{ours:.2f} s vs torch import+call {theirs:.2f} s "
+                                             f"(median of {cfg.cold_runs})",
+               extra={"seconds": ours, "torch_seconds": theirs})
+
+
+def measure_peak_memory(case: Case, cfg: Config) -> Row:
+    """Peak RSS growth of one float16 SmoothL1 call, measured in a fresh subprocess."""
+    out = subprocess.run([sys.executable, "-m", "benchmarks.peakmem", str(cfg.n)], check=True,
+                         cwd=REPO, capture_output=True, text=True)
+    m = json.loads(out.stdout)
+    note = (f"peak = {m['peak_over_io']:.3f} x (inputs+output); extra "
+            f"{m['extra_bytes'] / 2**20:.1f} MiB over {m['io_bytes'] / 2**20:.0f} MiB")
+    if not m["hwm_reset"]:
+        note += " (VmHWM not resettable: upper bound)"
+    return Row(case.name, m["seconds"], None, 0, m["n"], note=note, extra=m)
+
+
+@dataclass(frozen=True)
+class Case:
+    """One benchmark: `setup` builds it, `measure` turns it into a Row, `target` judges."""
+
+    name: str
+    setup: Callable[[Config, Device], Setup] | None
+    target: Target | None
+    measure: Callable[[Case, Config], Row] = measure_throughput
+
+
+# --- setups ------------------------------------------------------------------------------
+
+def _torch_out(shape, dtype) -> torch.Tensor:
+    return to_torch(np.zeros(shape, dtype))
+
+
+def smooth_l1(dtype, reduction: int = 0, grad_shape=None, layout: str = "1d"):
+    """SmoothL1LossBackward (beta 1.0). layout: "1d" ([n]), "bcast" (target [side, 1]),
+    "transposed" (self a [side, side] view with strides [1, side])."""
+    def setup(cfg: Config, dev: Device) -> Setup:
+        shape = (cfg.n,) if layout == "1d" else (cfg.side, cfg.side)
+        g = host_data(shape if grad_shape is None else grad_shape, dtype, 0)
+        x = host_data(shape, dtype, 1)
+        y = host_data((cfg.side, 1) if layout == "bcast" else shape, dtype, 2)
+        tg, tx, ty = to_torch(g), to_torch(x), to_torch(y)
+        if layout == "transposed":
+            dx = dev.tensor(x, view_shape=shape, strides=[1, cfg.side])
+            tx = tx.t()
+        else:
+            dx = dev.tensor(x)
+        out, tout = dev.output(shape, dtype), _torch_out(shape, dtype)
+        ours = two_phase("SmoothL1LossBackward", dev.tensor(g), dx, dev.tensor(y),
+                         reduction, 1.0, out)
+
+        def theirs():
+            aten.smooth_l1_loss_backward.grad_input(tg, tx, ty, reduction, 1.0, grad_input=tout)
+        return Setup(ours, theirs, g.nbytes + x.nbytes + y.nbytes + tout.nbytes, x.size)
+    return setup
+
+
+def l1(dtype, reduction: int = 0, grad_shape=None):
+    """L1LossBackward on [n]; torch: sub -> sign -> mul, all out= into the output."""
+    def setup(cfg: Config, dev: Device) -> Setup:
+        shape = (cfg.n,)
+        g = host_data(shape if grad_shape is None else grad_shape, dtype, 0)
+        x, y = host_data(shape, dtype, 1), host_data(shape, dtype, 2)
+        tg, tx, ty = to_torch(g), to_torch(x), to_torch(y)
+        out, tout = dev.output(shape, dtype), _torch_out(shape, dtype)
+        ours = two_phase("L1LossBackward", dev.tensor(g), dev.tensor(x), dev.tensor(y),
+                         reduction, out)
+
+        def theirs():
+            torch.sub(tx, ty, out=tout)
+            torch.sign(tout, out=tout)
+            torch.mul(tout, tg / x.size if reduction == 1 else tg, out=tout)
+        return Setup(ours, theirs, g.nbytes + x.nbytes + y.nbytes + tout.nbytes, x.size)
+    return setup
+
+
+def gelu(dtype, approximate: str):
+    """GeluBackwardV2 on [n]; torch: gelu_backward.grad_input."""
+    def setup(cfg: Config, dev: Device) -> Setup:
+        shape = (cfg.n,)
+        g, x = host_data(shape, dtype, 0), host_data(shape, dtype, 1)
+        tg, tx = to_torch(g), to_torch(x)
+        out, tout = dev.output(shape, dtype), _torch_out(shape, dtype)
+        ours = two_phase("GeluBackwardV2", dev.tensor(g), dev.tensor(x), approximate, out)
+
+        def theirs():
+            aten.gelu_backward.grad_input(tg, tx, approximate=approximate, grad_input=tout)
+        return Setup(ours, theirs, g.nbytes + x.nbytes + tout.nbytes, x.size)
+    return setup
+
+
+def avg_pool(dtype, k: int, s: int, p: int):
+    """AvgPool2dBackward, countIncludePad, no ceil, cubeMathType 0 (KEEP_DTYPE). Bytes:
+    gradOutput read + gradInput written (self is only read for its shape)."""
+    def setup(cfg: Config, dev: Device) -> Setup:
+        n, c, h, w = cfg.pool_shape
+        oh, ow = (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1
+        g = host_data((n, c, oh, ow), dtype, 3)
+        nchw = aclnn.ACL_FORMAT_NCHW
+        dg, dself = dev.tensor(g, fmt=nchw), dev.output((n, c, h, w), dtype, fmt=nchw)
+        out = dev.output((n, c, h, w), dtype, fmt=nchw)
+        ks, st, pd = (dev.int_array([v, v]) for v in (k, s, p))
+        ours = two_phase("AvgPool2dBackward", dg, dself, ks, st, pd, False, True, 0, 0, out)
+        tg, tself, tout = to_torch(g), _torch_out((n, c, h, w), dtype), _torch_out((n, c, h, w),
+                                                                                    dtype)
+
+        def theirs():
+            aten.avg_pool2d_backward.grad_input(tg, tself, [k, k], [s, s], [p, p], False, True,
+                                                None, grad_input=tout)
+        return Setup(ours, theirs, g.nbytes + tout.nbytes, tout.numel())
+    return setup
+
+
+def tiny_smooth_l1(cfg: Config, dev: Device) -> Setup:
+    """SmoothL1LossBackward on 8 float32 elements (the latency case)."""
+    g, x, y = (np.ones(8, np.float32), np.arange(8, dtype=np.float32), np.ones(8, np.float32))
+    tg, tx, ty, tout = to_torch(g), to_torch(x), to_torch(y), torch.zeros(8)
+    ours = two_phase("SmoothL1LossBackward", dev.tensor(g), dev.tensor(x), dev.tensor(y), 0, 1.0,
+                     dev.output((8,), np.float32))
+    return Setup(ours, lambda: aten.smooth_l1_loss_backward.grad_input(
+        tg, tx, ty, 0, 1.0, grad_input=tout), 0, 8)
+
+
+def _probe(fn):
+    return lambda cfg, dev: fn(cfg.n)
+
+
+# --- the registry ------------------------------------------------------------------------
+
+PROBES = [
+    Case("probe: numba copy f32", _probe(probe.copy_setup), None),
+    Case("probe: numba triad f32", _probe(probe.triad_setup), None),
+]
+TRIAD = PROBES[1].name
+CONTIGUOUS = "smooth_l1 f32 none"
+
+
+def _low_precision_cases() -> list[Case]:
+    cases = []
+    for dtype in (F16, BF16):
+        d = SHORT_NAMES[dtype]
+        cases += [Case(f"smooth_l1 {d} none", smooth_l1(dtype), vs_torch(1.5)),
+                  Case(f"l1 {d} none", l1(dtype), vs_torch(1.5)),
+                  Case(f"gelu {d} none", gelu(dtype, "none"), vs_torch(1.5))]
+    return cases
+
+
+CASES = [
+    Case(CONTIGUOUS, smooth_l1(F32), bandwidth_and_torch(0.9, 1.0)),
+    Case("l1 f32 none", l1(F32), bandwidth_and_torch(0.9, 1.0)),
+    Case("smooth_l1 f32 mean grad[]", smooth_l1(F32, 1, ()), vs_torch(1.0)),
+    Case("l1 f32 mean grad[1]", l1(F32, 1, (1,)), vs_torch(1.0)),
+    Case("gelu f32 none", gelu(F32, "none"), vs_torch(1.2)),
+    Case("gelu f32 tanh", gelu(F32, "tanh"), vs_torch(1.2)),
+    *_low_precision_cases(),
+    Case("smooth_l1 f32 bcast target[S,1]", smooth_l1(F32, layout="bcast"),
+         vs_case(CONTIGUOUS, 0.7)),
+    Case("smooth_l1 f32 self transposed", smooth_l1(F32, layout="transposed"),
+         vs_case(CONTIGUOUS, 0.7)),
+    Case("avgpool f32 k3s2p1", avg_pool(F32, 3, 2, 1), vs_torch(4.0)),
+    Case("avgpool f32 k2s2p0", avg_pool(F32, 2, 2, 0), vs_torch(4.0)),
+    Case("avgpool f16 k3s2p1", avg_pool(F16, 3, 2, 1), vs_torch(4.0)),
+    Case("avgpool f16 k2s2p0", avg_pool(F16, 2, 2, 0), vs_torch(4.0)),
+    Case("latency smooth_l1 f32 8 elems", tiny_smooth_l1, at_most("latency_us", 60, "us"),
+         measure_latency),
+    Case("cold start smooth_l1 8 elems", None, at_most("seconds", 1.5, "s"),
+         measure_cold_start),
+    Case("peak memory smooth_l1 f16", None, at_most("extra_fraction", 0.10, "of in+out"),
+         measure_peak_memory),
+]

@@ -1,0 +1,354 @@
+"""Building blocks of the benchmarks: sizes, device tensors, the two-phase call, timing,
+result rows and targets."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import ml_dtypes
+import numpy as np
+import torch
+
+import aclnn
+from aclnn import acl
+
+MiB = 1024 * 1024
+ACL_DTYPES = {np.dtype(np.float32): aclnn.ACL_FLOAT, np.dtype(np.float16): aclnn.ACL_FLOAT16,
+              np.dtype(ml_dtypes.bfloat16): aclnn.ACL_BF16}
+SHORT_NAMES = {np.dtype(np.float32): "f32", np.dtype(np.float16): "f16",
+               np.dtype(ml_dtypes.bfloat16): "bf16"}
+
+
+# --- configuration -----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Config:
+    """Sizes and repetition counts of one run (`quick` shrinks everything)."""
+
+    quick: bool = False
+    repeat: int = 7
+    warmup: int = 2
+
+    @property
+    def n(self) -> int:
+        """Elements of the large element-wise cases (16M, or 1M when quick)."""
+        return MiB if self.quick else 16 * MiB
+
+    @property
+    def side(self) -> int:
+        """Side of the square 2-D cases (4096, or 1024 when quick); side**2 == n."""
+        return 1024 if self.quick else 4096
+
+    @property
+    def pool_shape(self) -> tuple[int, int, int, int]:
+        """N, C, H, W of AvgPool2dBackward's input."""
+        return (2, 16, 112, 112) if self.quick else (32, 64, 112, 112)
+
+    @property
+    def latency_calls(self) -> int:
+        """Calls timed one by one for the latency case."""
+        return 300 if self.quick else 2000
+
+    @property
+    def cold_runs(self) -> int:
+        """Fresh interpreters timed for the cold-start case (after one warming run)."""
+        return 1 if self.quick else 3
+
+
+# --- host data ---------------------------------------------------------------------------
+
+_HOST_CACHE: dict[tuple, np.ndarray] = {}
+
+
+def host_data(shape, dtype, seed: int) -> np.ndarray:
+    """A cached array of standard-normal values of `shape`, rounded to `dtype`."""
+    key = (tuple(shape), np.dtype(dtype), seed)
+    if key not in _HOST_CACHE:
+        base_key = (tuple(shape), np.dtype(np.float32), seed)
+        if base_key not in _HOST_CACHE:
+            rng = np.random.default_rng(seed)
+            _HOST_CACHE[base_key] = np.asarray(rng.standard_normal(shape, dtype=np.float32))
+        _HOST_CACHE[key] = _HOST_CACHE[base_key].astype(dtype)
+    return _HOST_CACHE[key]
+
+
+def clear_host_cache() -> None:
+    """Drop the cached host arrays."""
+    _HOST_CACHE.clear()
+
+
+def to_torch(host: np.ndarray) -> torch.Tensor:
+    """A torch tensor with a private copy of `host`'s values (bfloat16 via its bits)."""
+    if host.dtype == ml_dtypes.bfloat16:
+        return torch.from_numpy(host.view(np.uint16).copy()).view(torch.bfloat16)
+    return torch.from_numpy(host.copy())
+
+
+# --- device tensors and the two-phase call -----------------------------------------------
+
+def _check(ret, what: str) -> None:
+    if ret != 0:
+        raise RuntimeError(f"{what} failed with status {ret}: {aclnn.aclGetRecentErrMsg()}")
+
+
+class Device:
+    """The device allocations and tensors of one case; `release()` frees them all."""
+
+    def __init__(self) -> None:
+        self.ptrs: list[int] = []
+        self.tensors: list = []
+        self.arrays: list = []
+
+    def _malloc(self, nbytes: int) -> int:
+        ptr, ret = acl.rt.malloc(max(nbytes, 1), acl.ACL_MEM_MALLOC_HUGE_FIRST)
+        _check(ret, "acl.rt.malloc")
+        self.ptrs.append(ptr)
+        return ptr
+
+    def _tensor(self, ptr, storage_shape, dtype, view_shape, strides, fmt):
+        t = aclnn.aclCreateTensor(list(view_shape), ACL_DTYPES[np.dtype(dtype)], list(strides),
+                                  0, fmt, list(storage_shape), ptr)
+        if t is None:
+            raise RuntimeError(f"aclCreateTensor failed: {aclnn.aclGetRecentErrMsg()}")
+        self.tensors.append(t)
+        return t
+
+    def tensor(self, host: np.ndarray, view_shape=None, strides=None, fmt=aclnn.ACL_FORMAT_ND):
+        """Copy contiguous `host` to device memory (malloc + memcpy) and describe it as an
+        aclTensor; `view_shape`/`strides` (in elements) default to `host`'s own."""
+        host = np.asarray(host)
+        if not host.flags.c_contiguous:
+            host = host.copy()
+        ptr = self._malloc(host.nbytes)
+        _check(acl.rt.memcpy(ptr, host.nbytes, acl.util.numpy_to_ptr(host), host.nbytes,
+                             acl.ACL_MEMCPY_HOST_TO_DEVICE), "acl.rt.memcpy")
+        view_shape = host.shape if view_shape is None else view_shape
+        strides = [s // host.itemsize for s in host.strides] if strides is None else strides
+        return self._tensor(ptr, host.shape, host.dtype, view_shape, strides, fmt)
+
+    def output(self, shape, dtype, fmt=aclnn.ACL_FORMAT_ND):
+        """A zero-filled contiguous device tensor (memset, so its pages are resident)."""
+        nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+        ptr = self._malloc(nbytes)
+        _check(acl.rt.memset(ptr, nbytes, 0, nbytes), "acl.rt.memset")
+        return self._tensor(ptr, shape, dtype, shape, _contiguous_strides(shape), fmt)
+
+    def int_array(self, values):
+        """An aclIntArray of `values`, destroyed by `release()`."""
+        array = aclnn.aclCreateIntArray(list(values), len(values))
+        self.arrays.append(array)
+        return array
+
+    def release(self) -> None:
+        """Destroy the tensors and free the memory of this case."""
+        for t in self.tensors:
+            aclnn.aclDestroyTensor(t)
+        for array in self.arrays:
+            aclnn.aclDestroyIntArray(array)
+        for ptr in self.ptrs:
+            acl.rt.free(ptr)
+        self.tensors, self.arrays, self.ptrs = [], [], []
+
+
+def _contiguous_strides(shape) -> list[int]:
+    strides, step = [], 1
+    for size in reversed(list(shape)):
+        strides.append(step)
+        step *= size
+    return strides[::-1]
+
+
+def two_phase(op: str, *args) -> Callable[[], None]:
+    """A callable running one full call of `aclnn<op>`: phase 1 (GetWorkspaceSize),
+    phase 2, then synchronize the default stream; it raises on any non-zero status.
+    The call is made once here, so a rejected setup fails before timing."""
+    get_workspace = getattr(aclnn, f"aclnn{op}GetWorkspaceSize")
+    run = getattr(aclnn, f"aclnn{op}")
+
+    def call() -> None:
+        ws_size, executor, ret = get_workspace(*args)
+        _check(ret, f"aclnn{op}GetWorkspaceSize")
+        workspace = None
+        if ws_size > 0:
+            workspace, ret = acl.rt.malloc(ws_size, acl.ACL_MEM_MALLOC_HUGE_FIRST)
+            _check(ret, "acl.rt.malloc(workspace)")
+        _check(run(workspace, ws_size, executor, None), f"aclnn{op}")
+        _check(acl.rt.synchronize_stream(None), "acl.rt.synchronize_stream")
+        if workspace is not None:
+            acl.rt.free(workspace)
+
+    call()
+    return call
+
+
+def init_runtime() -> None:
+    """acl.init and set_device(0) for this process."""
+    acl.init()
+    _check(acl.rt.set_device(0), "acl.rt.set_device")
+
+
+# --- timing ------------------------------------------------------------------------------
+
+def time_pair(ours: Callable[[], object], theirs: Callable[[], object] | None,
+              repeat: int, warmup: int, settle: float = 0.01) -> tuple[float, float | None]:
+    """Median seconds of `ours` and `theirs` after `warmup` untimed calls of each.
+
+    The two alternate call by call, so the machine's noise hits both alike, with a pause
+    of `settle` seconds before each timed call: Numba and torch each bring their own
+    libgomp, whose idle workers spin for milliseconds after a parallel region; without
+    the pause one library's spinning threads would steal a core from the other's call."""
+    for _ in range(warmup):
+        ours()
+        if theirs is not None:
+            theirs()
+    ours_t, theirs_t = [], []
+    for _ in range(repeat):
+        for fn, times in ((ours, ours_t), (theirs, theirs_t)):
+            if fn is None:
+                continue
+            time.sleep(settle)
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+    return statistics.median(ours_t), (statistics.median(theirs_t) if theirs_t else None)
+
+
+class OthersLoad:
+    """How much CPU other processes used between construction and `fraction()`: the
+    machine's busy time (/proc/stat, steal included) minus this process's and its waited
+    children's, over wall time x CPUs. None where /proc/stat is missing."""
+
+    def __init__(self) -> None:
+        self.start = self._snapshot()
+
+    @staticmethod
+    def _snapshot():
+        try:
+            with open("/proc/stat") as f:
+                ticks = [int(v) for v in f.readline().split()[1:9]]
+        except OSError:
+            return None
+        busy = (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
+        own = sum(os.times()[:4])
+        return time.perf_counter(), busy, own
+
+    def fraction(self) -> float | None:
+        """Share of all CPUs' time used by other processes since construction."""
+        end = self._snapshot()
+        if self.start is None or end is None or end[0] <= self.start[0]:
+            return None
+        wall, busy, own = (b - a for a, b in zip(self.start, end))
+        return max(0.0, (busy - own) / (wall * (os.cpu_count() or 1)))
+
+
+# --- rows and targets --------------------------------------------------------------------
+
+class Setup(NamedTuple):
+    """What a case's setup returns: the two callables, the bytes the operator reads and
+    writes (0 if not meaningful), and its element count (for elements/s comparisons)."""
+
+    ours: Callable[[], object]
+    torch: Callable[[], object] | None
+    bytes_moved: int
+    elements: int = 0
+
+
+@dataclass
+class Row:
+    """The measurements of one case."""
+
+    case: str
+    ours_s: float | None = None
+    torch_s: float | None = None
+    bytes_moved: int = 0
+    elements: int = 0
+    note: str = ""
+    extra: dict = field(default_factory=dict)
+    triad_gbps: float | None = None
+    verdict: str = ""
+    detail: str = ""
+
+    @property
+    def ratio(self) -> float | None:
+        """torch time / our time: > 1 means we are faster."""
+        if self.ours_s and self.torch_s:
+            return self.torch_s / self.ours_s
+        return None
+
+    @property
+    def gbps(self) -> float | None:
+        """Our throughput in GB/s (1e9 bytes read + written per second)."""
+        if self.ours_s and self.bytes_moved:
+            return self.bytes_moved / self.ours_s / 1e9
+        return None
+
+    @property
+    def triad_fraction(self) -> float | None:
+        """Our GB/s as a fraction of the Numba triad probe's."""
+        if self.gbps and self.triad_gbps:
+            return self.gbps / self.triad_gbps
+        return None
+
+    @property
+    def elements_per_s(self) -> float | None:
+        """Output elements per second."""
+        if self.ours_s and self.elements:
+            return self.elements / self.ours_s
+        return None
+
+
+@dataclass(frozen=True)
+class Target:
+    """A pass/fail rule: `check(row, rows_by_name)` returns (passed or None, detail)."""
+
+    text: str
+    check: Callable[[Row, dict], tuple[bool | None, str]]
+    needs: tuple[str, ...] = ()
+
+
+def _at_least(value, bound: float, label: str) -> tuple[bool | None, str]:
+    if value is None:
+        return None, f"{label} unavailable"
+    return value >= bound, f"{label} {value:.2f} (>= {bound})"
+
+
+def vs_torch(factor: float) -> Target:
+    """Passes when torch's time / ours >= `factor`."""
+    return Target(f"torch/ours >= {factor}",
+                  lambda row, rows: _at_least(row.ratio, factor, "torch/ours"))
+
+
+def bandwidth_and_torch(fraction: float, factor: float) -> Target:
+    """Passes when our GB/s >= `fraction` x triad AND torch/ours >= `factor`."""
+    def check(row, rows):
+        bw_ok, bw = _at_least(row.triad_fraction, fraction, "x triad")
+        t_ok, t = _at_least(row.ratio, factor, "torch/ours")
+        ok = None if bw_ok is None or t_ok is None else bw_ok and t_ok
+        return ok, f"{bw}; {t}"
+    return Target(f">= {fraction} x triad and torch/ours >= {factor}", check)
+
+
+def vs_case(reference: str, factor: float) -> Target:
+    """Passes when our elements/s >= `factor` x those of case `reference`."""
+    def check(row, rows):
+        ref = rows.get(reference)
+        if ref is None or not ref.elements_per_s or not row.elements_per_s:
+            return None, f"needs case {reference!r}"
+        return _at_least(row.elements_per_s / ref.elements_per_s, factor,
+                         f"elements/s vs {reference!r}:")
+    return Target(f"elements/s >= {factor} x {reference!r}", check, needs=(reference,))
+
+
+def at_most(key: str, bound: float, unit: str) -> Target:
+    """Passes when `row.extra[key]` <= `bound`."""
+    def check(row, rows):
+        value = row.extra.get(key)
+        if value is None:
+            return None, f"{key} unavailable"
+        return value <= bound, f"{key} {value:.4g} {unit} (<= {bound} {unit})"
+    return Target(f"{key} <= {bound} {unit}", check)
