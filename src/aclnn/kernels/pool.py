@@ -3,9 +3,10 @@
 Every divisor is a product of a per-row and a per-column factor (the padded extents, the
 clipped extents, or the override), so each plane is computed separably in three small
 passes with per-thread buffers of output-plane size (never the whole tensor):
-  q[oh, ow]  = gradOutput[oh, ow] / divisor(oh, ow)   (float32 division, then the
-               cubeMathType rounding of the scaled gradient)
-  t[oh, iw]  = sum of q[oh, ow] over the output columns whose window covers iw
+  q[oh, ow]  = gradOutput[oh, ow] / (row factor * column factor)   (one float32 division,
+               then the cubeMathType rounding of the scaled gradient)
+  t[oh, iw]  = sum of q[oh, ow] over the output columns whose window covers iw (a gather
+               of a fixed count per column, padded with a zero column)
   out[ih, :] = sum of t[oh, :] over the output rows whose window covers ih (vectorised)
 and each finished row is stored into gradInput through its strides, rounded once to its
 dtype. Work per plane is O(OH*OW + OH*W*ceil(kW/sW) + H*W*ceil(kH/sH)).
@@ -16,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from .bits import load_as_f32, round_to_half, round_to_hf32, store_span
+from .bits import load_span, round_to_half, round_to_hf32, store_span
 
 EXACT, ROUND_FP16, ROUND_HF32 = 0, 1, 2  # how the scaled gradient is rounded (cubeMathType)
 
@@ -49,36 +50,37 @@ def axis_plan(out_size, in_size, kernel, stride, pad, count_include_pad, overrid
 
 
 @njit(parallel=True, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
-def _avg_pool2d_backward(bufs, meta, dims, h_plan, w_plan, override, rounding):
+def _avg_pool2d_backward(bufs, meta, dims, h_plan, w_factor, w_gather, override, rounding):
     """bufs: (gradOutput, gradInput); meta rows [code, byte offset, byte strides N, C, H, W];
-    dims [N, C, H, W, OH, OW]; h_plan / w_plan from `axis_plan`."""
+    dims [N, C, H, W, OH, OW]; h_plan from `axis_plan`; w_gather[j, iw] is the j-th output
+    column covering input column iw, or OW (a zero column) past the last one."""
     n_batch, channels, height, width = dims[0], dims[1], dims[2], dims[3]
     out_h, out_w = dims[4], dims[5]
     h_factor, h_lo, h_hi = h_plan
-    w_factor, w_lo, w_hi = w_plan
     go, gi = bufs[0], bufs[1]
+    w_divisor = w_factor.astype(np.float32)  # exact: window extents are small integers
     for plane in prange(n_batch * channels):
+        grad_row = np.empty(out_w, np.float32)
         n = plane // channels
         c = plane - n * channels
-        q = np.empty((out_h, out_w), np.float32)
+        q = np.zeros((out_h, out_w + 1), np.float32)  # column out_w stays 0: the gather's pad
         base = meta[0, 1] + n * meta[0, 2] + c * meta[0, 3]
         for oh in range(out_h):
+            load_span(go, meta[0, 0], base + oh * meta[0, 4], meta[0, 5], out_w, grad_row)
+            row_factor = np.float32(override if override != 0 else h_factor[oh])
             for ow in range(out_w):
-                div = override if override != 0 else h_factor[oh] * w_factor[ow]
-                g = load_as_f32(go, meta[0, 0], base + oh * meta[0, 4] + ow * meta[0, 5])
-                v = g / np.float32(div)
-                if rounding == ROUND_FP16:
-                    v = round_to_half(v)
-                elif rounding == ROUND_HF32:
-                    v = round_to_hf32(v)
-                q[oh, ow] = v
+                q[oh, ow] = grad_row[ow] / (row_factor * w_divisor[ow])
+            if rounding == ROUND_FP16:
+                for ow in range(out_w):
+                    q[oh, ow] = round_to_half(q[oh, ow])
+            elif rounding == ROUND_HF32:
+                for ow in range(out_w):
+                    q[oh, ow] = round_to_hf32(q[oh, ow])
         t = np.zeros((out_h, width), np.float32)
         for oh in range(out_h):
-            for iw in range(width):
-                acc = np.float32(0.0)
-                for ow in range(w_lo[iw], w_hi[iw]):
-                    acc += q[oh, ow]
-                t[oh, iw] = acc
+            for j in range(w_gather.shape[0]):
+                for iw in range(width):
+                    t[oh, iw] += q[oh, w_gather[j, iw]]
         row = np.empty(width, np.float32)
         out = meta[1, 1] + n * meta[1, 2] + c * meta[1, 3]
         for ih in range(height):
@@ -97,11 +99,19 @@ class AvgPool2dBackwardLaunch:
         k_h, k_w, s_h, s_w, p_h, p_w, count_include_pad, override = params
         meta = np.array([[op.code, op.byte_offset, *op.byte_strides]
                          for op in (grad_output, grad_input)], dtype=np.int64)
+        w_factor, w_lo, w_hi = axis_plan(out_w, w, k_w, s_w, p_w, bool(count_include_pad),
+                                         override)
         self._args = (
             (grad_output.buffer, grad_input.buffer), meta, np.asarray(dims, np.int64),
             axis_plan(out_h, h, k_h, s_h, p_h, bool(count_include_pad), override),
-            axis_plan(out_w, w, k_w, s_w, p_w, bool(count_include_pad), override),
-            override, rounding)
+            w_factor, _gather_table(w_lo, w_hi, out_w), override, rounding)
 
     def __call__(self) -> None:
         _avg_pool2d_backward(*self._args)
+
+
+def _gather_table(lo: np.ndarray, hi: np.ndarray, pad_index: int) -> np.ndarray:
+    """table[j, i] = lo[i] + j where that is < hi[i], else `pad_index`."""
+    count = int((hi - lo).max(initial=0))
+    j = np.arange(count)[:, None]
+    return np.where(lo[None, :] + j < hi[None, :], lo[None, :] + j, pad_index).astype(np.int32)
