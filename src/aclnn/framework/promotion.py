@@ -30,9 +30,7 @@ def _promote_floats(a: D, b: D) -> D:
     return max(a, b, key=_FLOAT_RANK.__getitem__)
 
 
-def promote_types(a: int, b: int) -> D | None:
-    """The promoted dtype of `a` and `b`, or None when they cannot promote."""
-    a, b = D(a), D(b)
+def _promote_pair(a: D, b: D) -> D | None:
     if a == b:
         return a
     if a in _UNSIGNED_ISOLATED or b in _UNSIGNED_ISOLATED:
@@ -53,9 +51,17 @@ def promote_types(a: int, b: int) -> D | None:
     return _promote_ints(a, b)
 
 
+_TABLE = {(a, b): _promote_pair(a, b) for a in D for b in D}
+
+
+def promote_types(a: int, b: int) -> D | None:
+    """The promoted dtype of `a` and `b`, or None when they cannot promote."""
+    return _TABLE[a, b]
+
+
 def promote_all(*dtypes: int) -> D | None:
     """Promote left to right; None as soon as a pair cannot promote."""
-    result = D(dtypes[0])
+    result = dtypes[0]
     for dtype in dtypes[1:]:
         result = promote_types(result, dtype)
         if result is None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -38,4 +39,4 @@ def cast_operand(tensor: aclTensor, dtype: int, out_shape: Sequence[int]) -> Str
 
 def numel(shape: Sequence[int]) -> int:
     """The number of elements of `shape`."""
-    return int(np.prod(shape, dtype=np.int64)) if len(shape) else 1
+    return math.prod(shape)
