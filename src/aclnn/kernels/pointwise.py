@@ -25,6 +25,8 @@ from .layout import MAX_RANK, coalesce
 from .typed import VIEW_DTYPE, narrow, widen
 
 CHUNK = 2048
+TILE_ROWS = 8
+CACHE_LINE = 64
 _INNER = 2 + MAX_RANK - 1  # meta column of the innermost byte stride
 
 _F0, _F1 = np.float32(0.0), np.float32(1.0)
@@ -53,30 +55,43 @@ def _chunk_base(meta, k, shape, row, start):
 
 
 @njit(inline="always", error_model="numpy", fastmath={"contract"})
-def _chunk_count(shape):
-    rows = 1
-    for d in range(MAX_RANK - 1):
-        rows *= shape[d]
-    per_row = (shape[MAX_RANK - 1] + CHUNK - 1) // CHUNK
-    return rows * per_row, per_row
+def _tile_count(shape, tile_rows, tile_cols):
+    """Tiles of tile_rows (along dim MAX_RANK-2) x tile_cols (innermost) elements."""
+    outer = 1
+    for d in range(MAX_RANK - 2):
+        outer *= shape[d]
+    mid_tiles = (shape[MAX_RANK - 2] + tile_rows - 1) // tile_rows
+    col_tiles = (shape[MAX_RANK - 1] + tile_cols - 1) // tile_cols
+    return outer * mid_tiles * col_tiles, mid_tiles, col_tiles
 
 
 @njit(inline="always", error_model="numpy", fastmath={"contract"})
-def _chunk_span(shape, per_row, c):
-    row = c // per_row
-    start = (c - row * per_row) * CHUNK
-    return row, start, min(CHUNK, shape[MAX_RANK - 1] - start)
+def _tile_span(shape, mid_tiles, col_tiles, tile_rows, tile_cols, c):
+    """Tile c: (first row over the outer dims, row count, first column, column count)."""
+    col_tile = c % col_tiles
+    rest = c // col_tiles
+    mid_tile = rest % mid_tiles
+    first_mid = mid_tile * tile_rows
+    rows = min(tile_rows, shape[MAX_RANK - 2] - first_mid)
+    start = col_tile * tile_cols
+    cols = min(tile_cols, shape[MAX_RANK - 1] - start)
+    return (rest // mid_tiles) * shape[MAX_RANK - 2] + first_mid, rows, start, cols
+
+
+_MID = 2 + MAX_RANK - 2  # meta column of the byte stride between the rows of a tile
 
 
 @njit(inline="always", error_model="numpy", fastmath={"contract"})
-def _load_operand(bufs, meta, k, shape, row, start, n, out):
-    base = _chunk_base(meta, k, shape, row, start)
+def _load_operand(bufs, meta, k, shape, first, r, start, n, out):
+    """Load row `first + r` of a tile (rows of a tile never cross an outer index)."""
+    base = _chunk_base(meta, k, shape, first, start) + r * meta[k, _MID]
     load_span(bufs[k], meta[k, 0], base, meta[k, _INNER], n, out)
 
 
 @njit(inline="always", error_model="numpy", fastmath={"contract"})
-def _store_operand(bufs, meta, k, shape, row, start, n, values):
-    base = _chunk_base(meta, k, shape, row, start)
+def _store_operand(bufs, meta, k, shape, first, r, start, n, values):
+    """Store row `first + r` of a tile."""
+    base = _chunk_base(meta, k, shape, first, start) + r * meta[k, _MID]
     store_span(bufs[k], meta[k, 0], base, meta[k, _INNER], n, values)
 
 
@@ -87,41 +102,43 @@ def _signum(d):
 
 
 @njit(parallel=True, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
-def _smooth_l1_backward(bufs, meta, shape, beta, scale):
+def _smooth_l1_backward(bufs, meta, shape, tile_rows, tile_cols, beta, scale):
     """bufs: (gradOut, self, target, gradInput); beta = 0 is pure sign (L1)."""
-    count, per_row = _chunk_count(shape)
+    count, mid_tiles, col_tiles = _tile_count(shape, tile_rows, tile_cols)
     for c in prange(count):
-        row, start, n = _chunk_span(shape, per_row, c)
-        g = np.empty(CHUNK, np.float32)
-        x = np.empty(CHUNK, np.float32)
-        y = np.empty(CHUNK, np.float32)
-        _load_operand(bufs, meta, 0, shape, row, start, n, g)
-        _load_operand(bufs, meta, 1, shape, row, start, n, x)
-        _load_operand(bufs, meta, 2, shape, row, start, n, y)
-        for i in range(n):
-            d = x[i] - y[i]
-            slope = d / beta if abs(d) < beta else _signum(d)
-            g[i] = g[i] * slope * scale
-        _store_operand(bufs, meta, 3, shape, row, start, n, g)
+        first, rows, start, n = _tile_span(shape, mid_tiles, col_tiles, tile_rows, tile_cols, c)
+        g = np.empty(tile_cols, np.float32)
+        x = np.empty(tile_cols, np.float32)
+        y = np.empty(tile_cols, np.float32)
+        for r in range(rows):
+            _load_operand(bufs, meta, 0, shape, first, r, start, n, g)
+            _load_operand(bufs, meta, 1, shape, first, r, start, n, x)
+            _load_operand(bufs, meta, 2, shape, first, r, start, n, y)
+            for i in range(n):
+                d = x[i] - y[i]
+                slope = d / beta if abs(d) < beta else _signum(d)
+                g[i] = g[i] * slope * scale
+            _store_operand(bufs, meta, 3, shape, first, r, start, n, g)
 
 
 @njit(parallel=True, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
-def _gelu_backward(bufs, meta, shape, use_tanh):
+def _gelu_backward(bufs, meta, shape, tile_rows, tile_cols, use_tanh):
     """bufs: (gradOutput, self, gradInput)."""
-    count, per_row = _chunk_count(shape)
+    count, mid_tiles, col_tiles = _tile_count(shape, tile_rows, tile_cols)
     for c in prange(count):
-        row, start, n = _chunk_span(shape, per_row, c)
-        g = np.empty(CHUNK, np.float32)
-        x = np.empty(CHUNK, np.float32)
-        _load_operand(bufs, meta, 0, shape, row, start, n, g)
-        _load_operand(bufs, meta, 1, shape, row, start, n, x)
-        if use_tanh:
-            for i in range(n):
-                g[i] = g[i] * gelu_tanh_derivative(x[i])
-        else:
-            for i in range(n):
-                g[i] = g[i] * gelu_erf_derivative(x[i])
-        _store_operand(bufs, meta, 2, shape, row, start, n, g)
+        first, rows, start, n = _tile_span(shape, mid_tiles, col_tiles, tile_rows, tile_cols, c)
+        g = np.empty(tile_cols, np.float32)
+        x = np.empty(tile_cols, np.float32)
+        for r in range(rows):
+            _load_operand(bufs, meta, 0, shape, first, r, start, n, g)
+            _load_operand(bufs, meta, 1, shape, first, r, start, n, x)
+            if use_tanh:
+                for i in range(n):
+                    g[i] = g[i] * gelu_tanh_derivative(x[i])
+            else:
+                for i in range(n):
+                    g[i] = g[i] * gelu_erf_derivative(x[i])
+            _store_operand(bufs, meta, 2, shape, first, r, start, n, g)
 
 
 @njit(parallel=True, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
@@ -164,6 +181,15 @@ def _scalar_reader(op: StridedOperand):
     return lambda: float(view[0])
 
 
+def _tile_shape(strides) -> tuple[int, int]:
+    """Tiles of one row of CHUNK elements, or of TILE_ROWS x CHUNK/TILE_ROWS when an operand
+    strides past a cache line along the innermost dim (a transposed view): then the rows of
+    a tile reuse the cache lines such an operand touches."""
+    if any(abs(int(s[-1])) > CACHE_LINE for s in strides):
+        return TILE_ROWS, CHUNK // TILE_ROWS
+    return 1, CHUNK
+
+
 class PointwiseLaunch:
     """A prepared kernel call: layout coalesced once (phase 1), run any number of times.
 
@@ -186,7 +212,8 @@ class PointwiseLaunch:
                 meta[k, 0] = op.code
                 meta[k, 1] = op.byte_offset
                 meta[k, 2:] = s
-            args = (tuple(op.buffer for op in operands), meta, iter_shape, *scalars)
+            args = (tuple(op.buffer for op in operands), meta, iter_shape,
+                    *_tile_shape(strides), *scalars)
             self._run = lambda: chunked(*args)
 
     def __call__(self) -> None:
