@@ -97,13 +97,13 @@ _ONE = np.uint32(1)
 _SHIFT = np.uint32(16)
 
 
-@njit(inline="always", error_model="numpy", fastmath={"contract"})
+@njit(error_model="numpy", fastmath={"contract"})
 def bf16_to_f32(bits):
     """bfloat16 bits -> float32 (exact)."""
     return f32_from_bits(np.uint32(bits) << _SHIFT)
 
 
-@njit(inline="always", error_model="numpy", fastmath={"contract"})
+@njit(error_model="numpy", fastmath={"contract"})
 def f32_to_bf16(value):
     """float32 -> bfloat16 bits, round-to-nearest-even; NaN stays a quiet NaN."""
     b = f32_bits(value)
