@@ -6,6 +6,7 @@ import pytest
 from hypothesis import settings
 
 from aclnn import acl
+from support import TensorMaker
 
 settings.register_profile("ci", max_examples=60, deadline=None, derandomize=True)
 settings.register_profile("long", max_examples=2000, deadline=None)
@@ -35,3 +36,11 @@ def use_soc(monkeypatch):
     yield select
     monkeypatch.delenv("ACLNN_SOC", raising=False)
     acl.rt.set_device(0)
+
+
+@pytest.fixture
+def mk():
+    """A `support.TensorMaker` for one test; what it made is released afterwards."""
+    maker = TensorMaker()
+    yield maker
+    maker.release()

@@ -37,6 +37,46 @@ ACL_DTYPE_OF = {
 }
 NUMPY_DTYPE_OF = {v: k for k, v in ACL_DTYPE_OF.items()}
 
+#: NumPy dtype of each short dtype name the validation tests use ("f32", "s8", "bool", ...).
+NP_DTYPE = {
+    "f32": np.float32,
+    "f16": np.float16,
+    "bf16": ml_dtypes.bfloat16,
+    "f64": np.float64,
+    "s8": np.int8,
+    "u8": np.uint8,
+    "s16": np.int16,
+    "u16": np.uint16,
+    "s32": np.int32,
+    "u32": np.uint32,
+    "s64": np.int64,
+    "u64": np.uint64,
+    "bool": np.bool_,
+    "c64": np.complex64,
+}
+#: How the operators' error messages name each of those dtypes.
+DT_NAME = {
+    "f32": "DT_FLOAT",
+    "f16": "DT_FLOAT16",
+    "bf16": "DT_BF16",
+    "f64": "DT_DOUBLE",
+    "s8": "DT_INT8",
+    "u8": "DT_UINT8",
+    "s16": "DT_INT16",
+    "u16": "DT_UINT16",
+    "s32": "DT_INT32",
+    "u32": "DT_UINT32",
+    "s64": "DT_INT64",
+    "u64": "DT_UINT64",
+    "bool": "DT_BOOL",
+    "c64": "DT_COMPLEX64",
+}
+#: SoC profiles whose operators accept BF16, and those that reject it.
+SOCS_WITH_BF16 = ["Ascend910B", "Ascend910_93", "Ascend950"]
+SOCS_WITHOUT_BF16 = ["Ascend910", "Ascend310P"]
+#: A rank-9 shape (one more dimension than the operators allow).
+NINE = (1, 1, 1, 1, 1, 1, 1, 1, 1)
+
 
 def contiguous_strides(shape: Sequence[int]) -> list[int]:
     """Row-major strides, in elements, of `shape`."""
@@ -138,6 +178,116 @@ def to_device(array: np.ndarray, fmt: int = aclnn.ACL_FORMAT_ND) -> DeviceTensor
 def empty_device(shape: Sequence[int], dtype, fill=0, fmt: int = aclnn.ACL_FORMAT_ND):
     """A contiguous device tensor of `shape` filled with `fill`."""
     return to_device(np.full(shape, fill, dtype=dtype), fmt=fmt)
+
+
+class TensorMaker:
+    """Creates device tensors and aclIntArrays for one test and releases them afterwards.
+
+    `mk(shape, dtype, fill, fmt)` returns the aclTensor of a new contiguous DeviceTensor;
+    `mk.device(tensor)` gives that DeviceTensor back. Tests may destroy what they made
+    early (`destroy`, `destroy_array`); `release()` destroys the rest and frees every
+    allocation. The `mk` fixture (tests/conftest.py) hands one out per test.
+    """
+
+    def __init__(self):
+        self.made: list[DeviceTensor] = []
+        self.arrays: list = []
+        self.destroyed: set[int] = set()
+
+    def __call__(self, shape=(2, 3), dtype="f32", fill=1, fmt: int = aclnn.ACL_FORMAT_ND):
+        """A contiguous tensor of `shape` whose every element is `fill` (or broadcasts it).
+
+        `dtype` is a key of `NP_DTYPE`; `fill` is cast to it like `ndarray.astype` does
+        (so -3.0 wraps around in an unsigned dtype rather than raising).
+        """
+        arr = np.broadcast_to(np.asarray(fill).astype(NP_DTYPE[dtype]), tuple(shape))
+        dt = DeviceTensor(np.ascontiguousarray(arr).reshape(-1), arr.shape, fmt=fmt)
+        self.made.append(dt)
+        return dt.tensor
+
+    def array(self, values):
+        """A new aclIntArray holding `values`."""
+        arr = aclnn.aclCreateIntArray(list(values))
+        assert arr is not None, aclnn.aclGetRecentErrMsg()
+        self.arrays.append(arr)
+        return arr
+
+    def device(self, tensor) -> DeviceTensor:
+        """The DeviceTensor behind an aclTensor this maker made."""
+        return next(dt for dt in self.made if dt.tensor is tensor)
+
+    def find(self, tensor) -> DeviceTensor | None:
+        """The live DeviceTensor behind `tensor`, or None."""
+        for dt in self.made:
+            if dt.tensor is tensor and id(dt) not in self.destroyed:
+                return dt
+        return None
+
+    def destroy(self, tensor) -> int:
+        """Destroy `tensor` now (its storage stays until `release`); aclDestroyTensor's status."""
+        dt = self.device(tensor)
+        ret = aclnn.aclDestroyTensor(dt.tensor)
+        self.destroyed.add(id(dt))
+        return ret
+
+    def destroy_array(self, array) -> int:
+        """Destroy `array` now; aclDestroyIntArray's status."""
+        ret = aclnn.aclDestroyIntArray(array)
+        self.destroyed.add(id(array))
+        return ret
+
+    def check_guards(self) -> None:
+        """Assert that the guard bytes of every tensor made are intact."""
+        for dt in self.made:
+            dt.check_guards()
+
+    def release(self) -> None:
+        """Destroy whatever was not destroyed yet and free every allocation."""
+        for arr in self.arrays:
+            if id(arr) not in self.destroyed:
+                aclnn.aclDestroyIntArray(arr)
+        for dt in self.made:
+            if id(dt) not in self.destroyed:
+                aclnn.aclDestroyTensor(dt.tensor)
+            acl.rt.free(dt.ptr)
+
+
+def shape_str(shape) -> str:
+    """`shape` as the operators' messages print it: "[2, 3]"."""
+    return "[" + ", ".join(str(int(d)) for d in shape) + "]"
+
+
+def rank_msg_ok(msg: str, shape) -> bool:
+    """A rank rejection message names the rank 9 or the offending shape."""
+    return "9" in msg or shape_str(shape) in msg
+
+
+def check_rejected(op: str, code: int, result, needles=(), absent=()) -> str:
+    """Assert that the phase-1 `result` (workspace size, executor, status) failed.
+
+    The status is `code`, no executor came back, and the recent error message names `op`
+    and every needle and none of `absent` (which would mean a later rule was checked
+    first). Returns the message.
+    """
+    _, executor, ret = result
+    msg = aclnn.aclGetRecentErrMsg()
+    assert ret == code, f"status {ret}, message {msg!r}"
+    assert executor is None
+    assert op in msg, msg
+    for needle in needles:
+        assert needle in msg, f"{needle!r} not in {msg!r}"
+    for needle in absent:
+        assert needle not in msg, f"{needle!r} unexpectedly in {msg!r} (check order)"
+    return msg
+
+
+def check_accepted(result):
+    """Assert that the phase-1 `result` succeeded with an executor; (workspace size, executor)."""
+    ws, executor, ret = result
+    msg = aclnn.aclGetRecentErrMsg()
+    assert ret == 0, f"status {ret}, message {msg!r}"
+    assert executor is not None
+    return ws, executor
 
 
 def run_two_phase(get_workspace_size, execute, *args, stream=None) -> int:

@@ -24,7 +24,15 @@ import pytest
 import aclnn
 from aclnn import acl
 from avgpool_reference import avg_pool2d_backward_ref, pooled_shape
-from support import GUARD_BYTES, DeviceTensor
+from support import (
+    DT_NAME,
+    GUARD_BYTES,
+    SOCS_WITH_BF16,
+    SOCS_WITHOUT_BF16,
+    check_accepted,
+    check_rejected,
+    shape_str,
+)
 
 OP = "aclnnAvgPool2dBackward"
 ARGS = ("gradOutput", "self", "kernelSize", "stride", "padding", "ceilMode",
@@ -39,92 +47,14 @@ NCHW, NCL, ND, NHWC = (aclnn.ACL_FORMAT_NCHW, aclnn.ACL_FORMAT_NCL, aclnn.ACL_FO
 FORMAT_NAME = {NCHW: "NCHW", NCL: "NCL", ND: "ND", NHWC: "NHWC",
                aclnn.ACL_FORMAT_NC1HWC0: "NC1HWC0", aclnn.ACL_FORMAT_HWCN: "HWCN"}
 
-NP = {
-    "f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16, "f64": np.float64,
-    "s8": np.int8, "u8": np.uint8, "s16": np.int16, "u16": np.uint16, "s32": np.int32,
-    "u32": np.uint32, "s64": np.int64, "u64": np.uint64, "bool": np.bool_,
-    "c64": np.complex64,
-}
-DT = {
-    "f32": "DT_FLOAT", "f16": "DT_FLOAT16", "bf16": "DT_BF16", "f64": "DT_DOUBLE",
-    "s8": "DT_INT8", "u8": "DT_UINT8", "s16": "DT_INT16", "u16": "DT_UINT16",
-    "s32": "DT_INT32", "u32": "DT_UINT32", "s64": "DT_INT64", "u64": "DT_UINT64",
-    "bool": "DT_BOOL", "c64": "DT_COMPLEX64",
-}
 UNSUPPORTED = ["f64", "s8", "u8", "s16", "u16", "s32", "u32", "s64", "u64", "bool", "c64"]
-SOCS_WITH_BF16 = ["Ascend910B", "Ascend910_93", "Ascend950"]
-SOCS_WITHOUT_BF16 = ["Ascend910", "Ascend310P"]
 
 SELF4 = (2, 3, 6, 6)
-
-
-def shape_str(shape) -> str:
-    return "[" + ", ".join(str(int(d)) for d in shape) + "]"
 
 
 def has_number(msg: str, value: int) -> bool:
     """`value` appears in `msg` as a whole number (not as part of another number)."""
     return re.search(rf"(?<![\d.]){re.escape(str(value))}(?!\d|\.\d)", msg) is not None
-
-
-class Maker:
-    """Creates device tensors and int arrays for one test and releases them afterwards."""
-
-    def __init__(self):
-        self.tensors: list[DeviceTensor] = []
-        self.arrays: list = []
-        self.destroyed: set[int] = set()
-
-    def tensor(self, shape, dtype="f32", fmt=NCHW, fill=1.0):
-        arr = np.full(tuple(shape), fill).astype(NP[dtype])
-        dt = DeviceTensor(arr.reshape(-1), list(shape), fmt=fmt)
-        self.tensors.append(dt)
-        return dt.tensor
-
-    def array(self, values):
-        arr = aclnn.aclCreateIntArray(list(values))
-        assert arr is not None, aclnn.aclGetRecentErrMsg()
-        self.arrays.append(arr)
-        return arr
-
-    def device(self, tensor) -> DeviceTensor:
-        return next(dt for dt in self.tensors if dt.tensor is tensor)
-
-    def find(self, tensor) -> DeviceTensor | None:
-        """The live DeviceTensor behind `tensor`, or None."""
-        for dt in self.tensors:
-            if dt.tensor is tensor and id(dt) not in self.destroyed:
-                return dt
-        return None
-
-    def destroy_tensor(self, tensor) -> None:
-        dt = self.device(tensor)
-        assert aclnn.aclDestroyTensor(dt.tensor) == 0
-        self.destroyed.add(id(dt))
-
-    def destroy_array(self, array) -> None:
-        assert aclnn.aclDestroyIntArray(array) == 0
-        self.destroyed.add(id(array))
-
-    def check_guards(self) -> None:
-        for dt in self.tensors:
-            dt.check_guards()
-
-    def release(self) -> None:
-        for arr in self.arrays:
-            if id(arr) not in self.destroyed:
-                aclnn.aclDestroyIntArray(arr)
-        for dt in self.tensors:
-            if id(dt) not in self.destroyed:
-                aclnn.aclDestroyTensor(dt.tensor)
-            acl.rt.free(dt.ptr)
-
-
-@pytest.fixture
-def mk():
-    maker = Maker()
-    yield maker
-    maker.release()
 
 
 def valid(mk, self_shape=SELF4, kernel=(2, 2), stride=(2, 2), padding=(0, 0), ceil=False,
@@ -138,8 +68,8 @@ def valid(mk, self_shape=SELF4, kernel=(2, 2), stride=(2, 2), padding=(0, 0), ce
     gi_shape = self_shape if gi_shape is None else gi_shape
     return {
         "_mk": mk,
-        "gradOutput": mk.tensor(go_shape, dtypes[0], fmts[0]),
-        "self": mk.tensor(self_shape, dtypes[1], fmts[1]),
+        "gradOutput": mk(go_shape, dtypes[0], fmt=fmts[0]),
+        "self": mk(self_shape, dtypes[1], fmt=fmts[1]),
         "kernelSize": mk.array(kernel),
         "stride": None if stride is None else mk.array(stride),
         "padding": mk.array(padding),
@@ -147,7 +77,7 @@ def valid(mk, self_shape=SELF4, kernel=(2, 2), stride=(2, 2), padding=(0, 0), ce
         "countIncludePad": count,
         "divisorOverride": div,
         "cubeMathType": cube,
-        "gradInput": mk.tensor(gi_shape, dtypes[2], fmts[2], fill=-3.0),
+        "gradInput": mk(gi_shape, dtypes[2], fill=-3.0, fmt=fmts[2]),
     }
 
 
@@ -162,15 +92,7 @@ def expect_fail(code, a, *needles, absent=()):
     """
     gi_dev = a["_mk"].find(a["gradInput"])
     before = None if gi_dev is None else gi_dev.storage()
-    ws, executor, ret = call(a)
-    msg = aclnn.aclGetRecentErrMsg()
-    assert ret == code, f"status {ret}, message {msg!r}"
-    assert executor is None
-    assert OP in msg, msg
-    for needle in needles:
-        assert needle in msg, f"{needle!r} not in {msg!r}"
-    for needle in absent:
-        assert needle not in msg, f"{needle!r} unexpectedly in {msg!r} (check order)"
+    msg = check_rejected(OP, code, call(a), needles, absent)
     if gi_dev is not None:
         assert np.array_equal(gi_dev.storage().view(np.uint8), before.view(np.uint8))
         gi_dev.check_guards()
@@ -179,10 +101,7 @@ def expect_fail(code, a, *needles, absent=()):
 
 def expect_ok(mk, a):
     """Both phases succeed; guards of every tensor intact. Returns the workspace size."""
-    ws, executor, ret = call(a)
-    msg = aclnn.aclGetRecentErrMsg()
-    assert ret == 0, f"status {ret}, message {msg!r}"
-    assert executor is not None
+    ws, executor = check_accepted(call(a))
     assert isinstance(ws, int) and ws >= 0
     workspace = None
     if ws > 0:
@@ -204,7 +123,7 @@ def result(mk, a) -> np.ndarray:
 
 
 def random_fill(mk, tensor, seed=0):
-    """Overwrite a (contiguous) Maker tensor's device storage with random values."""
+    """Overwrite a (contiguous) TensorMaker tensor's device storage with random values."""
     dt = mk.device(tensor)
     rng = np.random.default_rng(seed)
     vals = rng.uniform(-2, 2, dt.storage_host.size).astype(dt.dtype)
@@ -309,7 +228,7 @@ def test_all_null(mk):
 def test_unsupported_dtype(mk, pos, dtype):
     dtypes = ["f32", "f32", "f32"]
     dtypes[pos] = dtype
-    expect_fail(INVALID, valid(mk, dtypes=tuple(dtypes)), TENSORS[pos], DT[dtype])
+    expect_fail(INVALID, valid(mk, dtypes=tuple(dtypes)), TENSORS[pos], DT_NAME[dtype])
 
 
 def test_all_int32_names_gradoutput_first(mk):
@@ -347,8 +266,8 @@ def test_float16_accepted_on_every_soc(mk, use_soc, soc):
 @pytest.mark.parametrize("dtypes", [("f16", "f32", "f32"), ("f32", "f32", "f16"),
                                     ("f16", "f16", "f32")])
 def test_gradoutput_dtype_differs_from_gradinput(mk, dtypes):
-    msg = expect_fail(INVALID, valid(mk, dtypes=dtypes), "gradOutput", DT[dtypes[0]])
-    assert DT[dtypes[2]] in msg, msg
+    msg = expect_fail(INVALID, valid(mk, dtypes=dtypes), "gradOutput", DT_NAME[dtypes[0]])
+    assert DT_NAME[dtypes[2]] in msg, msg
 
 
 def test_gradoutput_bf16_vs_gradinput_float(mk):
@@ -359,8 +278,8 @@ def test_gradoutput_bf16_vs_gradinput_float(mk):
 @pytest.mark.parametrize("dtypes", [("f32", "f16", "f32"), ("f16", "f32", "f16"),
                                     ("bf16", "f16", "bf16")])
 def test_self_dtype_differs_from_gradinput(mk, dtypes):
-    msg = expect_fail(INVALID, valid(mk, dtypes=dtypes), "self", DT[dtypes[1]])
-    assert DT[dtypes[2]] in msg, msg
+    msg = expect_fail(INVALID, valid(mk, dtypes=dtypes), "self", DT_NAME[dtypes[1]])
+    assert DT_NAME[dtypes[2]] in msg, msg
 
 
 # ============================================================================ rule 3: formats
@@ -430,7 +349,7 @@ def test_gradinput_rank_2_or_5_rejected(mk, gi_shape):
 def test_self_rank_differs_from_gradinput(mk, self_shape):
     """go and gi 4-D, self of another rank: self's shape != gradInput's -> 161002."""
     a = valid(mk, go_shape=(2, 3, 3, 3), gi_shape=SELF4)
-    a["self"] = mk.tensor(self_shape)
+    a["self"] = mk(self_shape, fmt=NCHW)
     msg = expect_fail(INVALID, a, "self")
     assert shape_str(self_shape) in msg or shape_str(SELF4) in msg, msg
 
@@ -700,21 +619,21 @@ def test_wrong_python_type_for_int_array(mk, name, bad):
 @pytest.mark.parametrize("name", ["kernelSize", "stride", "padding"])
 def test_tensor_as_int_array(mk, name):
     a = valid(mk)
-    a[name] = mk.tensor((2,), "s64", NCHW, fill=1)
+    a[name] = mk((2,), "s64", fill=1, fmt=NCHW)
     expect_fail(INVALID, a, name)
 
 
 @pytest.mark.parametrize("name", ["kernelSize", "stride", "padding"])
 def test_destroyed_int_array(mk, name):
     a = valid(mk)
-    mk.destroy_array(a[name])
+    assert mk.destroy_array(a[name]) == 0
     expect_fail(INVALID, a, name)
 
 
 @pytest.mark.parametrize("name", TENSORS)
 def test_destroyed_tensor(mk, name):
     a = valid(mk)
-    mk.destroy_tensor(a[name])
+    assert mk.destroy(a[name]) == 0
     expect_fail(INVALID, a, name)
 
 

@@ -10,87 +10,25 @@ from __future__ import annotations
 
 import math
 
-import ml_dtypes
 import numpy as np
 import pytest
 
 import aclnn
 from aclnn import acl
-from support import DeviceTensor
+from support import (
+    DT_NAME,
+    SOCS_WITH_BF16,
+    SOCS_WITHOUT_BF16,
+    check_accepted,
+    check_rejected,
+    rank_msg_ok,
+    shape_str,
+)
 
 OP = "aclnnSmoothL1LossBackward"
 NAMES = ("gradOut", "self", "target", "gradInput")
 
-NP = {
-    "f32": np.float32,
-    "f16": np.float16,
-    "bf16": ml_dtypes.bfloat16,
-    "f64": np.float64,
-    "s8": np.int8,
-    "u8": np.uint8,
-    "s16": np.int16,
-    "u16": np.uint16,
-    "s32": np.int32,
-    "s64": np.int64,
-    "bool": np.bool_,
-    "c64": np.complex64,
-}
-DT = {
-    "f32": "DT_FLOAT",
-    "f16": "DT_FLOAT16",
-    "bf16": "DT_BF16",
-    "f64": "DT_DOUBLE",
-    "s8": "DT_INT8",
-    "u8": "DT_UINT8",
-    "s16": "DT_INT16",
-    "u16": "DT_UINT16",
-    "s32": "DT_INT32",
-    "s64": "DT_INT64",
-    "bool": "DT_BOOL",
-    "c64": "DT_COMPLEX64",
-}
 UNSUPPORTED = ["s32", "f64", "bool", "s64", "u16", "s8", "u8", "s16", "c64"]
-SOCS_WITH_BF16 = ["Ascend910B", "Ascend910_93", "Ascend950"]
-SOCS_WITHOUT_BF16 = ["Ascend910", "Ascend310P"]
-
-
-def shape_str(shape) -> str:
-    return "[" + ", ".join(str(int(d)) for d in shape) + "]"
-
-
-class Maker:
-    """Creates device tensors for one test and releases them afterwards."""
-
-    def __init__(self):
-        self.made: list[DeviceTensor] = []
-        self.destroyed: set[int] = set()
-
-    def __call__(self, shape=(2, 3), dtype="f32", fill=1):
-        arr = np.full(shape, fill, dtype=NP[dtype])
-        dt = DeviceTensor(arr.reshape(-1), arr.shape)
-        self.made.append(dt)
-        return dt.tensor
-
-    def device(self, tensor) -> DeviceTensor:
-        return next(dt for dt in self.made if dt.tensor is tensor)
-
-    def destroy(self, tensor) -> None:
-        dt = self.device(tensor)
-        aclnn.aclDestroyTensor(dt.tensor)
-        self.destroyed.add(id(dt))
-
-    def release(self) -> None:
-        for dt in self.made:
-            if id(dt) not in self.destroyed:
-                aclnn.aclDestroyTensor(dt.tensor)
-            acl.rt.free(dt.ptr)
-
-
-@pytest.fixture
-def mk():
-    maker = Maker()
-    yield maker
-    maker.release()
 
 
 def tensors(mk, dtypes=("f32",) * 4, shapes=((2, 3),) * 4):
@@ -103,23 +41,11 @@ def call(g, s, t, out, reduction=0, beta=1.0):
 
 def expect_fail(code, args, *needles, absent=(), **kw):
     """Phase 1 fails with `code`; the message names OP and every needle, none of `absent`."""
-    ws, executor, ret = call(*args, **kw)
-    msg = aclnn.aclGetRecentErrMsg()
-    assert ret == code, f"status {ret}, message {msg!r}"
-    assert executor is None
-    assert OP in msg, msg
-    for needle in needles:
-        assert needle in msg, f"{needle!r} not in {msg!r}"
-    for needle in absent:
-        assert needle not in msg, f"{needle!r} unexpectedly in {msg!r} (check order)"
-    return msg
+    return check_rejected(OP, code, call(*args, **kw), needles, absent)
 
 
 def expect_ok(*args, **kw):
-    ws, executor, ret = call(*args, **kw)
-    msg = aclnn.aclGetRecentErrMsg()
-    assert ret == 0, f"status {ret}, message {msg!r}"
-    assert executor is not None
+    ws, executor = check_accepted(call(*args, **kw))
     assert ws == 0
     assert aclnn.aclnnSmoothL1LossBackward(None, 0, executor, None) == 0
     assert acl.rt.synchronize_stream(None) == 0
@@ -204,7 +130,7 @@ def test_unsupported_dtype(mk, pos, dtype):
     dtypes = ["f32"] * 4
     dtypes[pos] = dtype
     args = tensors(mk, dtypes=dtypes)
-    expect_fail(aclnn.ACLNN_ERR_PARAM_INVALID, args, NAMES[pos], DT[dtype])
+    expect_fail(aclnn.ACLNN_ERR_PARAM_INVALID, args, NAMES[pos], DT_NAME[dtype])
 
 
 @pytest.mark.parametrize("soc", SOCS_WITHOUT_BF16)
@@ -230,10 +156,6 @@ def test_bf16_accepted_on_new_socs(mk, use_soc, soc):
 # ---------------------------------------------------------------------------- rule 3: rank
 
 
-def _rank_msg_ok(msg, shape):
-    return "9" in msg or shape_str(shape) in msg
-
-
 @pytest.mark.parametrize("pos", range(3))
 def test_input_rank_9_rejected(mk, pos):
     nine = (1,) * 9
@@ -241,14 +163,14 @@ def test_input_rank_9_rejected(mk, pos):
     shapes[pos] = nine
     args = tensors(mk, shapes=shapes)
     msg = expect_fail(aclnn.ACLNN_ERR_PARAM_INVALID, args, NAMES[pos])
-    assert _rank_msg_ok(msg, nine), msg
+    assert rank_msg_ok(msg, nine), msg
 
 
 def test_all_rank_9_rejected(mk):
     nine = (1, 1, 1, 1, 2, 1, 1, 1, 1)
     args = tensors(mk, shapes=(nine,) * 4)
     msg = expect_fail(aclnn.ACLNN_ERR_PARAM_INVALID, args)
-    assert _rank_msg_ok(msg, nine), msg
+    assert rank_msg_ok(msg, nine), msg
 
 
 def test_output_rank_9_rejected(mk):
@@ -407,7 +329,7 @@ def test_order_rank_before_reduction(mk):
     msg = expect_fail(
         aclnn.ACLNN_ERR_PARAM_INVALID, args, "target", absent=("reduction",), reduction=3
     )
-    assert _rank_msg_ok(msg, (1,) * 9), msg
+    assert rank_msg_ok(msg, (1,) * 9), msg
 
 
 def test_order_reduction_before_beta(mk):

@@ -209,7 +209,7 @@ def aclCreateTensor(viewDims, dataType, stride, offset, format, storageDims, ten
     try:
         return _build_tensor(viewDims, dataType, stride, offset, format, storageDims, tensorData)
     except _Rejected as exc:
-        set_recent_error(f"aclCreateTensor: {exc}")
+        set_recent_error(f"aclCreateTensor: ACLNN_ERR_PARAM_INVALID (161002): {exc}")
         return None
 
 

@@ -19,7 +19,7 @@ from ..codes import (
 __all__ = [
     "ACLNN_SUCCESS", "ACLNN_ERR_PARAM_NULLPTR", "ACLNN_ERR_PARAM_INVALID",
     "ACLNN_ERR_RUNTIME_ERROR", "ACLNN_ERR_INNER", "ACLNN_ERR_INNER_NULLPTR",
-    "AclnnError", "ParamNullptrError", "ParamInvalidError", "RuntimeStatusError", "error_of",
+    "AclnnError", "ParamNullptrError", "ParamInvalidError",
 ]
 
 
@@ -45,17 +45,3 @@ class ParamInvalidError(AclnnError, ValueError):
     """161002 ACLNN_ERR_PARAM_INVALID: an argument breaks the operator's rules."""
 
     status = ACLNN_ERR_PARAM_INVALID
-
-
-class RuntimeStatusError(AclnnError, RuntimeError):
-    """A runtime failure (361001 or a runtime status) while running queued work."""
-
-    status = ACLNN_ERR_RUNTIME_ERROR
-
-
-def error_of(status: int, message: str) -> AclnnError:
-    """The exception class that matches `status`, carrying `message`."""
-    for kind in (ParamNullptrError, ParamInvalidError):
-        if kind.status == status:
-            return kind(message)
-    return RuntimeStatusError(message, status)

@@ -122,17 +122,6 @@ def load_as_f32(buf, code, byte_index):
     return bf16_to_f32(load_u16(buf, byte_index))
 
 
-@njit(inline="always", error_model="numpy", fastmath={"contract"})
-def store_from_f32(buf, code, byte_index, value):
-    """Write the float32 `value` at `byte_index` of `buf`, rounded to the given code."""
-    if code == F32:
-        store_f32(buf, byte_index, value)
-    elif code == F16:
-        store_u16(buf, byte_index, f32_to_half(value))
-    else:
-        store_u16(buf, byte_index, f32_to_bf16(value))
-
-
 _HF32_KEEP = np.uint32(0xFFFFF000)
 _HF32_HALF_ULP = np.uint32(0x7FF)
 _HF32_SHIFT = np.uint32(12)

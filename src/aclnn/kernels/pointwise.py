@@ -1,14 +1,17 @@
 """Fused, multithreaded pointwise kernels over strided and broadcast operands.
 
-Every kernel makes one pass: the iteration space (coalesced to `MAX_RANK` dims) is cut
-into chunks of at most `CHUNK` elements along the innermost dim; each chunk loads its
-operands from their native dtype (float32, float16 or bfloat16, read in place through
-their strides) into small float32 buffers, computes in float32, and stores the result
-rounded to the output dtype (round-to-nearest-even). Chunks run in parallel.
+Every kernel makes one pass, computes in float32 and stores the result rounded to the
+output dtype (round-to-nearest-even). Two kinds of kernel:
 
-An operand travels as the uint8 buffer of its allocation plus a row of `meta`:
-[element code, byte offset of the first element, byte strides of the MAX_RANK dims].
-Since the element code is a runtime value, one compiled kernel serves all dtype mixes.
+- flat: every operand contiguous and of one dtype (float32, or float16/bfloat16 as typed
+  16-bit views, see `typed`); a plain vectorised parallel loop, no staging.
+- tiled: anything else. The iteration space is coalesced to `MAX_RANK` dims and cut into
+  tiles (rows along dim MAX_RANK-2 by columns along the innermost dim); each tile row of
+  each operand is loaded from its native dtype through its strides (stride 0 on broadcast
+  dims, no copies) into small float32 buffers, computed, and stored. An operand travels as
+  the uint8 buffer of its allocation plus a row of `meta`: [element code, byte offset of
+  the first element, byte strides of the MAX_RANK dims]; since the element code is a
+  runtime value, one compiled kernel serves every dtype mix.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ TILE_ROWS = 8
 CACHE_LINE = 64
 _INNER = 2 + MAX_RANK - 1  # meta column of the innermost byte stride
 
-_F0, _F1 = np.float32(0.0), np.float32(1.0)
+_F1 = np.float32(1.0)
 
 
 @dataclass(frozen=True)
