@@ -97,19 +97,20 @@ _ONE = np.uint32(1)
 _SHIFT = np.uint32(16)
 
 
-@njit(error_model="numpy", fastmath={"contract"})
+@njit(inline="always", error_model="numpy", fastmath={"contract"})
 def bf16_to_f32(bits):
     """bfloat16 bits -> float32 (exact)."""
     return f32_from_bits(np.uint32(bits) << _SHIFT)
 
 
-@njit(error_model="numpy", fastmath={"contract"})
+@njit(inline="always", error_model="numpy", fastmath={"contract"})
 def f32_to_bf16(value):
     """float32 -> bfloat16 bits, round-to-nearest-even; NaN stays a quiet NaN."""
     b = f32_bits(value)
     rounded = (b + _ROUND_BIAS + ((b >> _SHIFT) & _ONE)) >> _SHIFT
     quiet_nan = (b >> _SHIFT) | _BF16_NAN_BIT
-    return np.uint16(quiet_nan if (b & _ABS_MASK) > _INF_BITS else rounded)
+    is_nan = np.uint32((b & _ABS_MASK) > _INF_BITS)  # branch-free select: 0 or 1
+    return np.uint16(rounded + is_nan * (quiet_nan - rounded))
 
 
 @njit(inline="always", error_model="numpy", fastmath={"contract"})
