@@ -63,7 +63,8 @@ def _avg_pool2d_backward(bufs, meta, dims, h_plan, w_factor, w_gather, override,
         grad_row = np.empty(out_w, np.float32)
         n = plane // channels
         c = plane - n * channels
-        q = np.zeros((out_h, out_w + 1), np.float32)  # column out_w stays 0: the gather's pad
+        q = np.empty((out_h, out_w + 1), np.float32)
+        q[:, out_w] = 0.0  # the gather's pad column
         base = meta[0, 1] + n * meta[0, 2] + c * meta[0, 3]
         for oh in range(out_h):
             load_span(go, meta[0, 0], base + oh * meta[0, 4], meta[0, 5], out_w, grad_row)
@@ -76,16 +77,24 @@ def _avg_pool2d_backward(bufs, meta, dims, h_plan, w_factor, w_gather, override,
             elif rounding == ROUND_HF32:
                 for ow in range(out_w):
                     q[oh, ow] = round_to_hf32(q[oh, ow])
-        t = np.zeros((out_h, width), np.float32)
+        t = np.empty((out_h, width), np.float32)
         for oh in range(out_h):
-            for j in range(w_gather.shape[0]):
+            first = w_gather[0]
+            for iw in range(width):
+                t[oh, iw] = q[oh, first[iw]]
+            for j in range(1, w_gather.shape[0]):
+                more = w_gather[j]
                 for iw in range(width):
-                    t[oh, iw] += q[oh, w_gather[j, iw]]
+                    t[oh, iw] += q[oh, more[iw]]
         row = np.empty(width, np.float32)
         out = meta[1, 1] + n * meta[1, 2] + c * meta[1, 3]
         for ih in range(height):
-            row[:] = 0.0
-            for oh in range(h_lo[ih], h_hi[ih]):
+            lo, hi = h_lo[ih], h_hi[ih]
+            if lo == hi:
+                row[:] = 0.0
+            else:
+                row[:] = t[lo]
+            for oh in range(lo + 1, hi):
                 for iw in range(width):
                     row[iw] += t[oh, iw]
             store_span(gi, meta[1, 0], out + ih * meta[1, 4], meta[1, 5], width, row)
@@ -111,7 +120,7 @@ class AvgPool2dBackwardLaunch:
 
 
 def _gather_table(lo: np.ndarray, hi: np.ndarray, pad_index: int) -> np.ndarray:
-    """table[j, i] = lo[i] + j where that is < hi[i], else `pad_index`."""
-    count = int((hi - lo).max(initial=0))
+    """table[j, i] = lo[i] + j where that is < hi[i], else `pad_index` (at least one row)."""
+    count = max(int((hi - lo).max(initial=0)), 1)
     j = np.arange(count)[:, None]
     return np.where(lo[None, :] + j < hi[None, :], lo[None, :] + j, pad_index).astype(np.int32)
