@@ -3,14 +3,12 @@
 An operand is (shape, strides in bytes) over the iteration shape; broadcast dims have
 stride 0. `coalesce` orders the dims so the output's innermost stride comes last, merges
 dims that are contiguous for every operand at once, and pads to `MAX_RANK` dims, which is
-the fixed rank every kernel iterates over.
+the fixed rank the tiled kernels iterate over.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-
-import numpy as np
 
 MAX_RANK = 8
 
@@ -25,7 +23,7 @@ def broadcast_strides(shape: Sequence[int], strides: Sequence[int], out_shape: S
 
 
 def coalesce(shape: Sequence[int], operand_strides: Sequence[Sequence[int]]):
-    """(shape, strides per operand) with the fewest dims, padded to MAX_RANK, as int64 arrays.
+    """(shape, strides per operand) with the fewest dims, padded to MAX_RANK (as lists).
 
     The last operand is the output: dims are ordered by its |stride|, largest first.
     """
@@ -47,7 +45,5 @@ def coalesce(shape: Sequence[int], operand_strides: Sequence[Sequence[int]]):
             strides.append(s[i])
     if len(merged_shape) > MAX_RANK:
         raise ValueError(f"cannot iterate over {len(merged_shape)} dims (max {MAX_RANK})")
-    pad = MAX_RANK - len(merged_shape)
-    shape_out = np.array([1] * pad + merged_shape, dtype=np.int64)
-    strides_out = [np.array([0] * pad + s, dtype=np.int64) for s in merged]
-    return shape_out, strides_out
+    pad = [1] * (MAX_RANK - len(merged_shape))
+    return pad + merged_shape, [[0] * len(pad) + s for s in merged]

@@ -188,7 +188,7 @@ def _tile_shape(strides) -> tuple[int, int]:
     """Tiles of one row of CHUNK elements, or of TILE_ROWS x CHUNK/TILE_ROWS when an operand
     strides past a cache line along the innermost dim (a transposed view): then the rows of
     a tile reuse the cache lines such an operand touches."""
-    if any(abs(int(s[-1])) > CACHE_LINE for s in strides):
+    if any(abs(s[-1]) > CACHE_LINE for s in strides):
         return TILE_ROWS, CHUNK // TILE_ROWS
     return 1, CHUNK
 
@@ -204,18 +204,14 @@ class PointwiseLaunch:
     def __init__(self, chunked, shape, operands: list[StridedOperand], scalars=(), flat=None):
         iter_shape, strides = coalesce(shape, [op.byte_strides for op in operands])
         self._run = None
-        if flat is not None and len({op.code for op in operands}) == 1 and (
-                iter_shape[:-1] == 1).all():
-            size = int(iter_shape[-1])
-            views = [_flat_view(op, int(s[-1]), size) for op, s in zip(operands, strides)]
-            self._run = flat(views, [int(s[-1]) for s in strides], operands)
+        if flat is not None and len({op.code for op in operands}) == 1 and all(
+                size == 1 for size in iter_shape[:-1]):
+            views = [_flat_view(op, s[-1], iter_shape[-1]) for op, s in zip(operands, strides)]
+            self._run = flat(views, [s[-1] for s in strides], operands)
         if self._run is None:
-            meta = np.zeros((len(operands), 2 + MAX_RANK), dtype=np.int64)
-            for k, (op, s) in enumerate(zip(operands, strides)):
-                meta[k, 0] = op.code
-                meta[k, 1] = op.byte_offset
-                meta[k, 2:] = s
-            args = (tuple(op.buffer for op in operands), meta, iter_shape,
+            meta = np.array([[op.code, op.byte_offset, *s] for op, s in zip(operands, strides)],
+                            dtype=np.int64)
+            args = (tuple(op.buffer for op in operands), meta, np.array(iter_shape, np.int64),
                     *_tile_shape(strides), *scalars)
             self._run = lambda: chunked(*args)
 
