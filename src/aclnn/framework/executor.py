@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import operator
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -25,6 +26,8 @@ from .status import (
     ACLNN_SUCCESS,
     AclnnError,
 )
+
+_consume_lock = threading.Lock()
 
 
 @dataclass
@@ -143,7 +146,11 @@ def execute(op: str, workspace, workspace_size, executor, stream) -> int:
     queue = streams.get(stream)
     if queue is None:
         return _fail(ACLNN_ERR_PARAM_INVALID, f"{op}: stream {stream!r} is not a live stream.")
-    executor.consumed = True
+    with _consume_lock:  # two threads racing on one run-once executor: only one runs it
+        status = _usable_executor(op, executor)
+        executor.consumed = status == ACLNN_SUCCESS or executor.consumed
+    if status != ACLNN_SUCCESS:
+        return status
     if plan.steps:
         queue.enqueue(_runner(op, plan))
     return ACLNN_SUCCESS
