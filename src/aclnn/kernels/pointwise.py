@@ -85,15 +85,32 @@ _MID = 2 + MAX_RANK - 2  # meta column of the byte stride between the rows of a 
 
 
 @njit(inline="always", error_model="numpy", fastmath={"contract"})
-def _load_operand(bufs, meta, k, shape, first, r, start, n, out):
-    """Load row `first + r` of a tile (rows of a tile never cross an outer index)."""
+def _row(bufs, meta, k, shape, first, r, start, n, scratch):
+    """Row `first + r` of a tile of operand k (rows of a tile never cross an outer index) as
+    float32: a view of the operand's own memory when it is contiguous float32, else its
+    elements converted into `scratch`."""
     base = _chunk_base(meta, k, shape, first, start) + r * meta[k, _MID]
-    load_span(bufs[k], meta[k, 0], base, meta[k, _INNER], n, out)
+    if meta[k, 0] == F32 and meta[k, _INNER] == 4:
+        return bufs[k][base: base + 4 * n].view(np.float32)
+    load_span(bufs[k], meta[k, 0], base, meta[k, _INNER], n, scratch)
+    return scratch[:n]
 
 
 @njit(inline="always", error_model="numpy", fastmath={"contract"})
-def _store_operand(bufs, meta, k, shape, first, r, start, n, values):
-    """Store row `first + r` of a tile."""
+def _out_row(bufs, meta, k, shape, first, r, start, n, scratch):
+    """Where row `first + r` of the output is computed: its own memory when contiguous
+    float32 (written in place), else `scratch` (then stored by `_flush_row`)."""
+    base = _chunk_base(meta, k, shape, first, start) + r * meta[k, _MID]
+    if meta[k, 0] == F32 and meta[k, _INNER] == 4:
+        return bufs[k][base: base + 4 * n].view(np.float32)
+    return scratch[:n]
+
+
+@njit(inline="always", error_model="numpy", fastmath={"contract"})
+def _flush_row(bufs, meta, k, shape, first, r, start, n, values):
+    """Store a row computed in scratch (nothing to do when it was computed in place)."""
+    if meta[k, 0] == F32 and meta[k, _INNER] == 4:
+        return
     base = _chunk_base(meta, k, shape, first, start) + r * meta[k, _MID]
     store_span(bufs[k], meta[k, 0], base, meta[k, _INNER], n, values)
 
@@ -110,18 +127,20 @@ def _smooth_l1_backward(bufs, meta, shape, tile_rows, tile_cols, beta, scale):
     count, mid_tiles, col_tiles = _tile_count(shape, tile_rows, tile_cols)
     for c in prange(count):
         first, rows, start, n = _tile_span(shape, mid_tiles, col_tiles, tile_rows, tile_cols, c)
-        g = np.empty(tile_cols, np.float32)
-        x = np.empty(tile_cols, np.float32)
-        y = np.empty(tile_cols, np.float32)
+        g_scratch = np.empty(tile_cols, np.float32)
+        x_scratch = np.empty(tile_cols, np.float32)
+        y_scratch = np.empty(tile_cols, np.float32)
+        o_scratch = np.empty(tile_cols, np.float32)
         for r in range(rows):
-            _load_operand(bufs, meta, 0, shape, first, r, start, n, g)
-            _load_operand(bufs, meta, 1, shape, first, r, start, n, x)
-            _load_operand(bufs, meta, 2, shape, first, r, start, n, y)
+            g = _row(bufs, meta, 0, shape, first, r, start, n, g_scratch)
+            x = _row(bufs, meta, 1, shape, first, r, start, n, x_scratch)
+            y = _row(bufs, meta, 2, shape, first, r, start, n, y_scratch)
+            o = _out_row(bufs, meta, 3, shape, first, r, start, n, o_scratch)
             for i in range(n):
                 d = x[i] - y[i]
                 slope = d / beta if abs(d) < beta else _signum(d)
-                g[i] = g[i] * slope * scale
-            _store_operand(bufs, meta, 3, shape, first, r, start, n, g)
+                o[i] = g[i] * slope * scale
+            _flush_row(bufs, meta, 3, shape, first, r, start, n, o)
 
 
 @njit(parallel=True, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
@@ -130,18 +149,20 @@ def _gelu_backward(bufs, meta, shape, tile_rows, tile_cols, use_tanh):
     count, mid_tiles, col_tiles = _tile_count(shape, tile_rows, tile_cols)
     for c in prange(count):
         first, rows, start, n = _tile_span(shape, mid_tiles, col_tiles, tile_rows, tile_cols, c)
-        g = np.empty(tile_cols, np.float32)
-        x = np.empty(tile_cols, np.float32)
+        g_scratch = np.empty(tile_cols, np.float32)
+        x_scratch = np.empty(tile_cols, np.float32)
+        o_scratch = np.empty(tile_cols, np.float32)
         for r in range(rows):
-            _load_operand(bufs, meta, 0, shape, first, r, start, n, g)
-            _load_operand(bufs, meta, 1, shape, first, r, start, n, x)
+            g = _row(bufs, meta, 0, shape, first, r, start, n, g_scratch)
+            x = _row(bufs, meta, 1, shape, first, r, start, n, x_scratch)
+            o = _out_row(bufs, meta, 2, shape, first, r, start, n, o_scratch)
             if use_tanh:
                 for i in range(n):
-                    g[i] = g[i] * gelu_tanh_derivative(x[i])
+                    o[i] = g[i] * gelu_tanh_derivative(x[i])
             else:
                 for i in range(n):
-                    g[i] = g[i] * gelu_erf_derivative(x[i])
-            _store_operand(bufs, meta, 2, shape, first, r, start, n, g)
+                    o[i] = g[i] * gelu_erf_derivative(x[i])
+            _flush_row(bufs, meta, 2, shape, first, r, start, n, o)
 
 
 @njit(parallel=True, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
