@@ -22,13 +22,13 @@ import ml_dtypes
 import numpy as np
 from numba import njit, prange
 
-from .bits import BF16, F16, F32, load_span, store_span
+from .bits import BF16, F16, F32, load_as_f32, load_span, store_span
 from .fastmath import gelu_erf_derivative, gelu_tanh_derivative
 from .layout import MAX_RANK, coalesce
 from .typed import VIEW_DTYPE, narrow, widen
 
 CHUNK = 2048
-TILE_ROWS = 8
+TILE_ROWS = 16
 CACHE_LINE = 64
 _INNER = 2 + MAX_RANK - 1  # meta column of the innermost byte stride
 
@@ -85,10 +85,33 @@ _MID = 2 + MAX_RANK - 2  # meta column of the byte stride between the rows of a 
 
 
 @njit(inline="always", error_model="numpy", fastmath={"contract"})
-def _row(bufs, meta, k, shape, first, r, start, n, scratch):
+def _strides_past_line(meta, k):
+    """Whether operand k jumps more than a cache line between neighbouring columns."""
+    return abs(meta[k, _INNER]) > CACHE_LINE
+
+
+@njit(inline="always", error_model="numpy", fastmath={"contract"})
+def _stage(bufs, meta, k, shape, first, rows, start, n, staged):
+    """For an operand that strides past a cache line along the columns (a transposed view),
+    read the tile column by column - each column is a run along the operand's own rows, so
+    every cache line fetched is used whole - into `staged[row, column]` as float32."""
+    if not _strides_past_line(meta, k):
+        return
+    base = _chunk_base(meta, k, shape, first, start)
+    code, inner, mid = meta[k, 0], meta[k, _INNER], meta[k, _MID]
+    for j in range(n):
+        column = base + j * inner
+        for r in range(rows):
+            staged[r, j] = load_as_f32(bufs[k], code, column + r * mid)
+
+
+@njit(inline="always", error_model="numpy", fastmath={"contract"})
+def _row(bufs, meta, k, shape, first, r, start, n, scratch, staged):
     """Row `first + r` of a tile of operand k (rows of a tile never cross an outer index) as
-    float32: a view of the operand's own memory when it is contiguous float32, else its
-    elements converted into `scratch`."""
+    float32: the staged row of a transposed operand, a view of the operand's own memory
+    when it is contiguous float32, else its elements converted into `scratch`."""
+    if _strides_past_line(meta, k):
+        return staged[r, :n]
     base = _chunk_base(meta, k, shape, first, start) + r * meta[k, _MID]
     if meta[k, 0] == F32 and meta[k, _INNER] == 4:
         return bufs[k][base: base + 4 * n].view(np.float32)
@@ -127,14 +150,15 @@ def _smooth_l1_backward(bufs, meta, shape, tile_rows, tile_cols, beta, scale):
     count, mid_tiles, col_tiles = _tile_count(shape, tile_rows, tile_cols)
     for c in prange(count):
         first, rows, start, n = _tile_span(shape, mid_tiles, col_tiles, tile_rows, tile_cols, c)
-        g_scratch = np.empty(tile_cols, np.float32)
-        x_scratch = np.empty(tile_cols, np.float32)
-        y_scratch = np.empty(tile_cols, np.float32)
+        scratch = np.empty((3, tile_cols), np.float32)
+        staged = np.empty((3, tile_rows, tile_cols), np.float32)
         o_scratch = np.empty(tile_cols, np.float32)
+        for k in range(3):
+            _stage(bufs, meta, k, shape, first, rows, start, n, staged[k])
         for r in range(rows):
-            g = _row(bufs, meta, 0, shape, first, r, start, n, g_scratch)
-            x = _row(bufs, meta, 1, shape, first, r, start, n, x_scratch)
-            y = _row(bufs, meta, 2, shape, first, r, start, n, y_scratch)
+            g = _row(bufs, meta, 0, shape, first, r, start, n, scratch[0], staged[0])
+            x = _row(bufs, meta, 1, shape, first, r, start, n, scratch[1], staged[1])
+            y = _row(bufs, meta, 2, shape, first, r, start, n, scratch[2], staged[2])
             o = _out_row(bufs, meta, 3, shape, first, r, start, n, o_scratch)
             for i in range(n):
                 d = x[i] - y[i]
@@ -149,12 +173,14 @@ def _gelu_backward(bufs, meta, shape, tile_rows, tile_cols, use_tanh):
     count, mid_tiles, col_tiles = _tile_count(shape, tile_rows, tile_cols)
     for c in prange(count):
         first, rows, start, n = _tile_span(shape, mid_tiles, col_tiles, tile_rows, tile_cols, c)
-        g_scratch = np.empty(tile_cols, np.float32)
-        x_scratch = np.empty(tile_cols, np.float32)
+        scratch = np.empty((2, tile_cols), np.float32)
+        staged = np.empty((2, tile_rows, tile_cols), np.float32)
         o_scratch = np.empty(tile_cols, np.float32)
+        for k in range(2):
+            _stage(bufs, meta, k, shape, first, rows, start, n, staged[k])
         for r in range(rows):
-            g = _row(bufs, meta, 0, shape, first, r, start, n, g_scratch)
-            x = _row(bufs, meta, 1, shape, first, r, start, n, x_scratch)
+            g = _row(bufs, meta, 0, shape, first, r, start, n, scratch[0], staged[0])
+            x = _row(bufs, meta, 1, shape, first, r, start, n, scratch[1], staged[1])
             o = _out_row(bufs, meta, 2, shape, first, r, start, n, o_scratch)
             if use_tanh:
                 for i in range(n):
