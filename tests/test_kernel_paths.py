@@ -1,0 +1,93 @@
+"""Each execution path of the pointwise kernels, at sizes that reach it, against the golden.
+
+Small hypothesis examples rarely reach some paths: the typed flat kernel (one dtype, all
+contiguous, incl. a scalar gradOut folded into the scale), the tiled kernel computing
+contiguous float32 rows in place, broadcast rows (stride 0 along the columns), and
+operands that stride past a cache line (transposed views, staged column by column).
+"""
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from reference import check_output, compute, golden, layout_strides, strided_device
+
+DTYPES = [np.float32, np.float16, ml_dtypes.bfloat16]
+ROWS, COLS = 67, 301  # not multiples of any tile size
+
+rng = np.random.default_rng(7)
+
+
+def values(shape, dtype, scale=2.0):
+    """Random values of `dtype` (normal, scaled)."""
+    return (rng.standard_normal(shape) * scale).astype(dtype)
+
+
+def transposed(array):
+    """A device view of `array` stored column-major (strides [1, rows])."""
+    return strided_device(array, layout_strides(array.shape, perm=[1, 0]))
+
+
+CASES = {
+    "smooth_l1": (1, 0.5),
+    "l1": (0,),
+    "gelu": ("none",),
+}
+
+
+def run_and_check(op, inputs, dtype):
+    """Run `op` and compare with the float64 golden under the SPEC §10 bar."""
+    hosts = [i.view() if hasattr(i, "view") and not isinstance(i, np.ndarray) else i
+             for i in inputs]
+    attrs = CASES[op]
+    actual = compute(op, inputs, attrs)
+    check_output(op, actual, golden(op, hosts, attrs), dtype, g=hosts[0], inputs=hosts)
+
+
+def operands(op, shapes, dtype):
+    """Host inputs of `op` with the given shapes."""
+    count = 2 if op == "gelu" else 3
+    return [values(shape, dtype) for shape in shapes[:count]]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("op", list(CASES))
+def test_flat_contiguous(op, dtype):
+    shape = (ROWS * COLS,)
+    run_and_check(op, operands(op, [shape] * 3, dtype), dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("op", ["smooth_l1", "l1"])
+def test_flat_scalar_grad(op, dtype):
+    shape = (ROWS, COLS)
+    inputs = [values((), dtype), values(shape, dtype), values(shape, dtype)]
+    run_and_check(op, inputs, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("op", list(CASES))
+def test_broadcast_rows(op, dtype):
+    shapes = [(ROWS, COLS), (ROWS, 1), (1, COLS)] if op != "gelu" else [(ROWS, COLS), (ROWS, 1)]
+    run_and_check(op, operands(op, shapes, dtype), dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("op", list(CASES))
+def test_transposed_inputs(op, dtype):
+    hosts = operands(op, [(ROWS, COLS)] * 3, dtype)
+    devices = [hosts[0]] + [transposed(h) for h in hosts[1:]]
+    try:
+        run_and_check(op, devices, dtype)
+    finally:
+        for d in devices[1:]:
+            d.free()
+
+
+@pytest.mark.parametrize("op", list(CASES))
+def test_mixed_dtypes_tiled(op):
+    hosts = [values((ROWS, COLS), np.float16), values((ROWS, COLS), np.float32),
+             values((ROWS, COLS), ml_dtypes.bfloat16)]
+    if op == "gelu":
+        hosts = hosts[:2]
+    run_and_check(op, hosts, np.float32)
