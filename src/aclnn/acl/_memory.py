@@ -45,8 +45,8 @@ def _aligned_buffer(size: int) -> np.ndarray:
     return raw[shift : shift + size]
 
 
-class _DeviceHeap:
-    """Live device allocations, searchable by any address inside them."""
+class _Heap:
+    """Live allocations of one side (device or host), searchable by any address inside them."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -126,8 +126,8 @@ class _HostRegistry:
             self._entries = []
 
 
-device_heap = _DeviceHeap()
-host_heap = _DeviceHeap()
+device_heap = _Heap()
+host_heap = _Heap()
 host_arrays = _HostRegistry()
 
 
