@@ -94,6 +94,7 @@ _ABS_MASK = np.uint32(0x7FFFFFFF)
 _INF_BITS = np.uint32(0x7F800000)
 _ROUND_BIAS = np.uint32(0x7FFF)
 _ONE = np.uint32(1)
+_ZERO = np.uint32(0)
 _SHIFT = np.uint32(16)
 
 
@@ -109,8 +110,8 @@ def f32_to_bf16(value):
     b = f32_bits(value)
     rounded = (b + _ROUND_BIAS + ((b >> _SHIFT) & _ONE)) >> _SHIFT
     quiet_nan = (b >> _SHIFT) | _BF16_NAN_BIT
-    is_nan = np.uint32((b & _ABS_MASK) > _INF_BITS)  # branch-free select: 0 or 1
-    return np.uint16(rounded + is_nan * (quiet_nan - rounded))
+    nan_mask = _ZERO - np.uint32((b & _ABS_MASK) > _INF_BITS)  # all ones for NaN
+    return np.uint16((quiet_nan & nan_mask) | (rounded & ~nan_mask))
 
 
 @njit(inline="always", error_model="numpy", fastmath={"contract"})
