@@ -273,3 +273,27 @@ def test_executor_survives_on_default_stream(case):
     assert case.phase2(None, ws, executor, None) == 0
     assert acl.rt.synchronize_stream(None) == 0
     case.check()
+
+
+@pytest.mark.parametrize("case", ["SmoothL1LossBackward"], indirect=True)
+def test_run_once_executor_raced_by_threads_runs_once(case, stream):
+    """Several threads released together on one run-once executor: exactly one enqueues it."""
+    import threading
+
+    def race(barrier, ws, executor, statuses):
+        barrier.wait()
+        statuses.append(case.phase2(None, ws, executor, stream))
+
+    for _ in range(50):
+        ws, executor = case.plan()
+        barrier = threading.Barrier(4)
+        statuses: list[int] = []
+        threads = [threading.Thread(target=race, args=(barrier, ws, executor, statuses))
+                   for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(statuses) == [0] + [aclnn.ACLNN_ERR_PARAM_INVALID] * 3
+        assert acl.rt.synchronize_stream(stream) == 0
+    case.check()

@@ -20,14 +20,13 @@ ALIGNMENT = 64
 class Region:
     """A contiguous byte range `[addr, addr + size)` backed by a NumPy uint8 array."""
 
-    __slots__ = ("addr", "size", "buffer", "alive", "on_device")
+    __slots__ = ("addr", "size", "buffer", "alive")
 
-    def __init__(self, buffer: np.ndarray, on_device: bool):
+    def __init__(self, buffer: np.ndarray):
         self.buffer = buffer
         self.addr = int(buffer.ctypes.data)
         self.size = int(buffer.nbytes)
         self.alive = True
-        self.on_device = on_device
 
     def contains(self, addr: int, nbytes: int) -> bool:
         """Whether `[addr, addr + nbytes)` lies inside this live region."""
@@ -53,8 +52,8 @@ class _Heap:
         self._starts: list[int] = []
         self._regions: dict[int, Region] = {}
 
-    def allocate(self, size: int, on_device: bool = True) -> Region:
-        region = Region(_aligned_buffer(size), on_device)
+    def allocate(self, size: int) -> Region:
+        region = Region(_aligned_buffer(size))
         with self._lock:
             bisect.insort(self._starts, region.addr)
             self._regions[region.addr] = region
@@ -116,7 +115,7 @@ class _HostRegistry:
             if start <= addr and addr + nbytes <= start + size:
                 array = ref()
                 if array is not None:
-                    region = Region(_bytes_of(array), on_device=False)
+                    region = Region(_bytes_of(array))
                     region.addr = start
                     return region
         return None

@@ -82,7 +82,7 @@ def _allocate(heap, size, policy, name: str) -> tuple[int, int]:
         return 0, _fail(c.ACL_ERROR_INVALID_PARAM,
                         f"{name}: policy must be one of {list(c.MALLOC_POLICIES)}, got {policy!r}")
     try:
-        region = heap.allocate(int(size), on_device=heap is device_heap)
+        region = heap.allocate(int(size))
     except (MemoryError, ValueError, OverflowError) as exc:
         return 0, _fail(c.ACL_ERROR_RT_MEMORY_ALLOCATION,
                         f"{name}: cannot allocate {size} bytes ({exc})")
