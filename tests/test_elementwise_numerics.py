@@ -550,3 +550,28 @@ def test_large_smooth_l1_f32_random():
     for beta in (0.3, 1e-3, 7.0):
         for red in (0, 1, 2):
             check("smooth_l1", [g, x, y], (red, beta))
+
+
+def _every_16bit_value(dtype) -> np.ndarray:
+    """All 65536 bit patterns of a 16-bit float dtype."""
+    return np.arange(1 << 16, dtype=np.uint16).view(dtype)
+
+
+@pytest.mark.parametrize("mode", ["none", "tanh"])
+@pytest.mark.parametrize("dtype", [F16, BF16])
+def test_gelu_every_16bit_input(mode, dtype):
+    """Every float16 / bfloat16 x (NaN, +-inf, subnormals included), through the flat kernel
+    (contiguous) and the tiled one (transposed), with gradOutput 1 and random gradients."""
+    rng = np.random.default_rng(31)
+    x = _every_16bit_value(dtype)
+    ones = np.ones_like(x)
+    check("gelu", [ones, x], (mode,))
+    g = rand(x.shape, dtype, rng)
+    check("gelu", [g, x], (mode,))
+    transposed = R.layout_strides((256, 256), perm=(1, 0))
+    devs = [strided_device(a.reshape(256, 256), transposed) for a in (g, x)]
+    out = compute("gelu", devs, (mode,))
+    check_output("gelu", out, golden("gelu", [g.reshape(256, 256), x.reshape(256, 256)],
+                                     (mode,)), dtype, what=f"gelu {mode} transposed")
+    for d in devs:
+        d.free()

@@ -74,14 +74,6 @@ def f32_to_half(typingctx, value):
 
 
 @intrinsic
-def f32_bits(typingctx, value):
-    """The IEEE bits of a float32, as uint32."""
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], _I32)
-    return types.uint32(types.float32), codegen
-
-
-@intrinsic
 def f32_from_bits(typingctx, bits):
     """The float32 whose IEEE bits are the uint32 `bits`."""
     def codegen(context, builder, signature, args):
@@ -89,29 +81,49 @@ def f32_from_bits(typingctx, bits):
     return types.float32(types.uint32), codegen
 
 
-_BF16_NAN_BIT = np.uint32(0x0040)
-_ABS_MASK = np.uint32(0x7FFFFFFF)
-_INF_BITS = np.uint32(0x7F800000)
-_ROUND_BIAS = np.uint32(0x7FFF)
-_ONE = np.uint32(1)
-_ZERO = np.uint32(0)
 _SHIFT = np.uint32(16)
+_QUIET_BIT = 1 << 22
+
+
+def _i32(value: int) -> ir.Constant:
+    return ir.Constant(_I32, value)
+
+
+def _rounded_bits(builder, value, dropped: int):
+    """The IEEE bits of float32 `value` rounded to nearest-even at bit `dropped`, the low
+    `dropped` bits cleared; a NaN comes back as a quiet NaN. 32-bit integer ops only, so
+    loops vectorise 16 lanes wide (Numba's own uint32 arithmetic widens to 64 bits)."""
+    bits = builder.bitcast(value, _I32)
+    lowest_kept = builder.and_(builder.lshr(bits, _i32(dropped)), _i32(1))
+    rounded = builder.add(builder.add(bits, _i32((1 << (dropped - 1)) - 1)), lowest_kept)
+    quiet_nan = builder.or_(bits, _i32(_QUIET_BIT))
+    is_nan = builder.fcmp_unordered("uno", value, value)
+    keep_mask = _i32((0xFFFFFFFF << dropped) & 0xFFFFFFFF)
+    return builder.and_(builder.select(is_nan, quiet_nan, rounded), keep_mask)
+
+
+@intrinsic
+def f32_to_bf16(typingctx, value):
+    """float32 -> bfloat16 bits, round-to-nearest-even; NaN stays a quiet NaN."""
+    def codegen(context, builder, signature, args):
+        return builder.trunc(builder.lshr(_rounded_bits(builder, args[0], 16),
+                                          _i32(16)), _I16)
+    return types.uint16(types.float32), codegen
+
+
+@intrinsic
+def round_to_hf32(typingctx, value):
+    """float32 -> HF32 (float32 range, 11 explicit mantissa bits), round-to-nearest-even,
+    returned as float32. NaN stays NaN; values past the HF32 maximum become inf."""
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(_rounded_bits(builder, args[0], 12), _F32T)
+    return types.float32(types.float32), codegen
 
 
 @njit(inline="always", error_model="numpy", fastmath={"contract"})
 def bf16_to_f32(bits):
     """bfloat16 bits -> float32 (exact)."""
     return f32_from_bits(np.uint32(bits) << _SHIFT)
-
-
-@njit(inline="always", error_model="numpy", fastmath={"contract"})
-def f32_to_bf16(value):
-    """float32 -> bfloat16 bits, round-to-nearest-even; NaN stays a quiet NaN."""
-    b = f32_bits(value)
-    rounded = (b + _ROUND_BIAS + ((b >> _SHIFT) & _ONE)) >> _SHIFT
-    quiet_nan = (b >> _SHIFT) | _BF16_NAN_BIT
-    nan_mask = _ZERO - np.uint32((b & _ABS_MASK) > _INF_BITS)  # all ones for NaN
-    return np.uint16((quiet_nan & nan_mask) | (rounded & ~nan_mask))
 
 
 @njit(inline="always", error_model="numpy", fastmath={"contract"})
@@ -122,20 +134,6 @@ def load_as_f32(buf, code, byte_index):
     if code == F16:
         return half_to_f32(load_u16(buf, byte_index))
     return bf16_to_f32(load_u16(buf, byte_index))
-
-
-_HF32_KEEP = np.uint32(0xFFFFF000)
-_HF32_HALF_ULP = np.uint32(0x7FF)
-_HF32_SHIFT = np.uint32(12)
-
-
-@njit(inline="always", error_model="numpy", fastmath={"contract"})
-def round_to_hf32(value):
-    """float32 -> HF32 (float32 range, 11 explicit mantissa bits), round-to-nearest-even,
-    returned as float32. NaN stays NaN; values past the HF32 maximum become inf."""
-    b = f32_bits(value)
-    rounded = (b + _HF32_HALF_ULP + ((b >> _HF32_SHIFT) & _ONE)) & _HF32_KEEP
-    return value if (b & _ABS_MASK) > _INF_BITS else f32_from_bits(rounded)
 
 
 @njit(inline="always", error_model="numpy", fastmath={"contract"})

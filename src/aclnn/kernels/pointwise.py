@@ -23,7 +23,7 @@ import numpy as np
 from numba import njit, prange
 
 from .bits import BF16, F16, F32, load_as_f32, load_span, store_span
-from .fastmath import gelu_erf_derivative, gelu_tanh_derivative
+from .fastmath import gelu_erf_derivative, gelu_erf_derivative_short, gelu_tanh_derivative
 from .layout import MAX_RANK, coalesce
 from .typed import VIEW_DTYPE, narrow, widen
 
@@ -185,9 +185,12 @@ def _gelu_backward(bufs, meta, shape, tile_rows, tile_cols, use_tanh):
             if use_tanh:
                 for i in range(n):
                     o[i] = g[i] * gelu_tanh_derivative(x[i])
-            else:
+            elif meta[2, 0] == F32:
                 for i in range(n):
                     o[i] = g[i] * gelu_erf_derivative(x[i])
+            else:
+                for i in range(n):
+                    o[i] = g[i] * gelu_erf_derivative_short(x[i])
             _flush_row(bufs, meta, 2, shape, first, r, start, n, o)
 
 
@@ -206,11 +209,14 @@ def _smooth_l1_flat(g, x, y, o, beta, scale):
 
 
 @njit(parallel=True, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
-def _gelu_flat(g, x, o, use_tanh):
-    """Contiguous, one dtype: o = g * GELU'(x)."""
+def _gelu_flat(g, x, o, use_tanh, short):
+    """Contiguous, one dtype: o = g * GELU'(x); `short`: the erf form for 16-bit results."""
     if use_tanh:
         for i in prange(o.size):
             o[i] = narrow(widen(g[i]) * gelu_tanh_derivative(widen(x[i])), o)
+    elif short:
+        for i in prange(o.size):
+            o[i] = narrow(widen(g[i]) * gelu_erf_derivative_short(widen(x[i])), o)
     else:
         for i in prange(o.size):
             o[i] = narrow(widen(g[i]) * gelu_erf_derivative(widen(x[i])), o)
@@ -292,11 +298,13 @@ def l1_backward(shape, grad, x, target, out, scale: float) -> PointwiseLaunch:
 
 
 def gelu_backward(shape, grad, x, out, use_tanh: bool) -> PointwiseLaunch:
-    """out = grad * GELU'(x), exact (erf) or tanh-approximated."""
+    """out = grad * GELU'(x), exact (erf) or tanh-approximated; the erf form is evaluated
+    with shorter polynomials when the result is rounded to float16/bfloat16."""
     def flat(views, strides, operands):
         if any(v is None for v in views):
             return None
         g, xs, o = views
-        return lambda: _gelu_flat(g, xs, o, bool(use_tanh))
+        short = operands[2].code != F32
+        return lambda: _gelu_flat(g, xs, o, bool(use_tanh), short)
 
     return PointwiseLaunch(_gelu_backward, shape, [grad, x, out], (bool(use_tanh),), flat)
