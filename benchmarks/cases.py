@@ -257,6 +257,8 @@ def _probe(fn):
 PROBES = [
     Case("probe: numba copy f32", _probe(probe.copy_setup), None),
     Case("probe: numba triad f32", _probe(probe.triad_setup), None),
+    Case("probe: numba transposed copy f32", lambda cfg, dev: probe.transposed_copy_setup(
+        cfg.side), None),
 ]
 TRIAD = PROBES[1].name
 CONTIGUOUS = "smooth_l1 f32 none"
