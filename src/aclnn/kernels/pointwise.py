@@ -51,6 +51,8 @@ def _chunk_base(meta, k, shape, row, start):
     """Byte offset of element (row, start) of operand k; `row` indexes the outer dims."""
     offset = meta[k, 1] + start * meta[k, _INNER]
     for d in range(MAX_RANK - 2, -1, -1):
+        if row == 0:  # the outer indices left are all 0 (spares the divisions)
+            break
         size = shape[d]
         offset += (row % size) * meta[k, 2 + d]
         row //= size
