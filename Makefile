@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	@for sample in examples/*_sample.py; do echo "== $$sample"; $(PY) $$sample || exit 1; done
+	$(VENV)/bin/aclnn demo
 
 test: $(STAMP)
 	$(PY) -m ruff check src tests examples benchmarks

@@ -3,7 +3,8 @@
 Two API levels:
 - the two-phase CANN API, names as in C: `aclCreateTensor`, `aclnnXxxGetWorkspaceSize`,
   `aclnnXxx`, with the pyACL-style runtime in `aclnn.acl`;
-- (later) a functional API on NumPy arrays.
+- a functional API on NumPy arrays, PyTorch tensors and DLPack objects:
+  `smooth_l1_loss_backward`, `l1_loss_backward`, `gelu_backward`, `avg_pool2d_backward`.
 
 Status codes, dtype/format enums and the error message of the last failure
 (`aclGetRecentErrMsg`) are those of the real library.
@@ -54,6 +55,12 @@ from .tensor import (
     aclScalar,
     aclTensor,
 )
+from .user.functional import (
+    avg_pool2d_backward,
+    gelu_backward,
+    l1_loss_backward,
+    smooth_l1_loss_backward,
+)
 
 globals().update({member.name: member for member in aclDataType})
 globals().update({member.name: member for member in aclFormat})
@@ -71,4 +78,5 @@ def aclGetRecentErrMsg() -> str:  # noqa: N802
 
 __all__ = [name for name in dir() if name.startswith(("acl", "ACL", "Acl", "Param"))] + [
     "KEEP_DTYPE", "ALLOW_FP32_DOWN_PRECISION", "USE_FP16", "USE_HF32",
+    "smooth_l1_loss_backward", "l1_loss_backward", "gelu_backward", "avg_pool2d_backward",
 ]

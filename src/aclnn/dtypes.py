@@ -69,6 +69,9 @@ NUMPY_DTYPE = {
     D.ACL_COMPLEX32: np.dtype([("real", np.float16), ("imag", np.float16)]),
 }
 
+ACL_DTYPE = {np_dtype: acl for acl, np_dtype in NUMPY_DTYPE.items()
+             if acl != D.ACL_COMPLEX32}  # NumPy dtype -> aclDataType (no complex32 in NumPy)
+
 _DT_NAMES = {D.ACL_FLOAT: "DT_FLOAT", D.ACL_BF16: "DT_BF16"}
 
 

@@ -16,7 +16,15 @@ import numpy as np
 from .acl import _memory
 from .acl._errmsg import set_recent_error
 from .codes import ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR, ACLNN_SUCCESS
-from .dtypes import ITEMSIZE, NUMPY_DTYPE, aclDataType, aclFormat, dtype_name, format_name
+from .dtypes import (
+    ACL_DTYPE,
+    ITEMSIZE,
+    NUMPY_DTYPE,
+    aclDataType,
+    aclFormat,
+    dtype_name,
+    format_name,
+)
 
 MAX_CREATE_RANK = 64
 
@@ -211,6 +219,25 @@ def aclCreateTensor(viewDims, dataType, stride, offset, format, storageDims, ten
     except _Rejected as exc:
         set_recent_error(f"aclCreateTensor: ACLNN_ERR_PARAM_INVALID (161002): {exc}")
         return None
+
+
+def tensor_over_array(array: np.ndarray, fmt: int = aclFormat.ACL_FORMAT_ND) -> aclTensor | None:
+    """An aclTensor viewing a NumPy array's own memory (any strides, negative and zero
+    included; no copy), or None when it cannot: a dtype with no aclDataType, an unaligned
+    address, or a stride that is not a whole number of elements. The tensor's storage is
+    exactly the bytes the view spans; it keeps the array alive."""
+    dtype = ACL_DTYPE.get(array.dtype)
+    itemsize = array.itemsize
+    if dtype is None or not array.flags.aligned or any(s % itemsize for s in array.strides):
+        return None
+    view = tuple(int(d) for d in array.shape)
+    strides = tuple(s // itemsize for s in array.strides)
+    if array.size == 0:
+        return aclTensor(view, dtype, strides, 0, fmt, (0,), None, None)
+    region = _memory.borrowed_region(array)
+    offset = (int(array.ctypes.data) - region.addr) // itemsize
+    return aclTensor(view, dtype, strides, offset, fmt, (region.size // itemsize,),
+                     region.addr, region)
 
 
 def _destroy(kind, name: str, obj) -> int:

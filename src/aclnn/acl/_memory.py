@@ -3,7 +3,9 @@
 Every byte the library reads or writes belongs to a `Region` found here: a device
 allocation made by `malloc`, a host allocation made by `malloc_host`, or a host NumPy
 array whose address was handed out by `numpy_to_ptr`. An address that falls in no live
-region is refused, so nothing ever touches memory it does not own.
+region is refused, so nothing ever touches memory it does not own. The functional API
+also lends an array's own bytes to one call (`borrowed_region`); such a region belongs to
+no heap and no address lookup finds it.
 """
 
 from __future__ import annotations
@@ -36,6 +38,33 @@ class Region:
         """A uint8 view of `[addr, addr + nbytes)`; the caller checked `contains`."""
         start = addr - self.addr
         return self.buffer[start : start + nbytes]
+
+
+class _Span:
+    """Exposes `nbytes` bytes at `addr` to NumPy as uint8, keeping `owner` alive."""
+
+    def __init__(self, owner: np.ndarray, addr: int, nbytes: int):
+        self.owner = owner
+        self.__array_interface__ = {"version": 3, "typestr": "|u1", "shape": (nbytes,),
+                                    "data": (addr, not owner.flags.writeable)}
+
+
+def byte_span(array: np.ndarray) -> tuple[int, int]:
+    """(lowest address, byte count) of the memory a non-empty strided array touches."""
+    low = high = int(array.ctypes.data)
+    for size, stride in zip(array.shape, array.strides):
+        if stride < 0:
+            low += (size - 1) * stride
+        else:
+            high += (size - 1) * stride
+    return low, high - low + array.itemsize
+
+
+def borrowed_region(array: np.ndarray) -> Region:
+    """A Region over the bytes a non-empty (strided) array spans, sharing its memory and
+    keeping it alive; read-only when the array is."""
+    low, nbytes = byte_span(array)
+    return Region(np.asarray(_Span(array, low, nbytes)))
 
 
 def _aligned_buffer(size: int) -> np.ndarray:

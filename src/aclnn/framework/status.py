@@ -19,7 +19,7 @@ from ..codes import (
 __all__ = [
     "ACLNN_SUCCESS", "ACLNN_ERR_PARAM_NULLPTR", "ACLNN_ERR_PARAM_INVALID",
     "ACLNN_ERR_RUNTIME_ERROR", "ACLNN_ERR_INNER", "ACLNN_ERR_INNER_NULLPTR",
-    "AclnnError", "ParamNullptrError", "ParamInvalidError",
+    "AclnnError", "ParamNullptrError", "ParamInvalidError", "error_for",
 ]
 
 
@@ -45,3 +45,13 @@ class ParamInvalidError(AclnnError, ValueError):
     """161002 ACLNN_ERR_PARAM_INVALID: an argument breaks the operator's rules."""
 
     status = ACLNN_ERR_PARAM_INVALID
+
+
+def error_for(status: int, message: str) -> AclnnError:
+    """The exception for a failed call's status: ParamNullptrError for 161001,
+    ParamInvalidError for 161002, else an AclnnError carrying `status`."""
+    if status == ACLNN_ERR_PARAM_NULLPTR:
+        return ParamNullptrError(message)
+    if status == ACLNN_ERR_PARAM_INVALID:
+        return ParamInvalidError(message)
+    return AclnnError(message, status)

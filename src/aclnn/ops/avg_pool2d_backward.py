@@ -83,7 +83,9 @@ def pooled_size(size: int, kernel: int, stride: int, pad: int, ceil_mode: bool) 
     return out
 
 
-def _rounding(dtype: int, cube_math_type: int, down_precision: str) -> int:
+def cube_rounding(dtype: int, cube_math_type: int, down_precision: str) -> int:
+    """How the scaled gradient is rounded (pool.EXACT, ROUND_FP16 or ROUND_HF32) for a
+    gradOutput dtype, a valid cubeMathType and the SoC's down-precision format."""
     if dtype != D.ACL_FLOAT or cube_math_type == KEEP_DTYPE:
         return pool.EXACT
     if cube_math_type == USE_FP16:
@@ -184,7 +186,7 @@ def aclnnAvgPool2dBackwardGetWorkspaceSize(gradOutput, self, kernelSize, stride,
     launch = pool.AvgPool2dBackwardLaunch(
         _operand(gradOutput), _operand(gradInput), (n, c, h, w, out_h, out_w),
         (k_h, k_w, s_h, s_w, p_h, p_w, count_include_pad, divisor),
-        _rounding(gradOutput.dtype, cube_math_type, soc.down_precision))
+        cube_rounding(gradOutput.dtype, cube_math_type, soc.down_precision))
     return Plan(steps=[launch], tensors=tensors)
 
 

@@ -7,10 +7,10 @@ gradOutput (1, 16, 1, 1) of ones, self (1, 16, 4, 4), a 4x4 kernel: every input 
 import sys
 
 import numpy as np
-from sample_common import CHECK_RET, CreateAclTensor, GetShapeSize, Init
 
 import aclnn
 from aclnn import acl
+from aclnn.samples.common import CHECK_RET, CreateAclTensor, GetShapeSize, Init
 
 
 def main() -> int:

@@ -6,10 +6,10 @@ gradOutput 1, self 0..7, target 1, reduction 'mean': each result is sign(self - 
 import sys
 
 import numpy as np
-from sample_common import CHECK_RET, CreateAclTensor, GetShapeSize, Init
 
 import aclnn
 from aclnn import acl
+from aclnn.samples.common import CHECK_RET, CreateAclTensor, GetShapeSize, Init
 
 
 def main() -> int:

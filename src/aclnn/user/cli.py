@@ -1,0 +1,249 @@
+"""The `aclnn` command line: demo, run (case files), compare (dumps), info.
+
+Exit status: 0 success; 1 a case or a comparison failed; 2 bad usage or a malformed
+input file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+
+from .. import acl
+from ..acl._device import SOC_ENV, SOC_NAMES
+from ..dtypes import dtype_name
+from ..framework.soc import PROFILES
+from ..samples import SAMPLES
+from .cases import DTYPES, CaseFileError, load_cases
+from .operators import OPERATORS
+from .precision import compare, standard_for
+from .runner import run_case, summarize
+
+BAR_WIDTH = 30
+
+
+class Progress:
+    """A progress bar on stderr: redrawn in place on a terminal, else a line per tenth."""
+
+    def __init__(self, total: int, enabled: bool, stream=None):
+        self.total, self.enabled, self.done = total, enabled and total > 0, 0
+        self.stream = stream or sys.stderr
+        self.live = self.stream.isatty()
+        self._last_tenth = -1
+
+    def step(self, label: str) -> None:
+        """One more item done; `label` says which."""
+        self.done += 1
+        if not self.enabled:
+            return
+        filled = BAR_WIDTH * self.done // self.total
+        line = (f"[{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {self.done}/{self.total} "
+                f"{label}")
+        if self.live:
+            self.stream.write("\r" + line.ljust(BAR_WIDTH + 60)[: BAR_WIDTH + 60])
+        elif 10 * self.done // self.total != self._last_tenth:
+            self._last_tenth = 10 * self.done // self.total
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        """End the bar's line."""
+        if self.enabled and self.live:
+            self.stream.write("\n")
+
+
+# --- demo ---------------------------------------------------------------------------------
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Run the translated seed samples, each in its own interpreter, as the README does."""
+    for name in SAMPLES:
+        print(f"== {name}", flush=True)
+        done = subprocess.run([sys.executable, "-m", f"aclnn.samples.{name}"])
+        if done.returncode:
+            print(f"sample {name} failed with exit status {done.returncode}", file=sys.stderr)
+            return 1
+    return 0
+
+
+# --- run ----------------------------------------------------------------------------------
+
+def _select_soc(soc: str | None) -> None:
+    if soc is not None:
+        os.environ[SOC_ENV] = soc
+    acl.rt.set_device(0)
+
+
+def _print_summary(summary: dict) -> None:
+    print(f"{'operator':<22}{'dtype':<7}{'cases':>7}{'pass':>7}{'fail':>7}{'rejected':>10}")
+    for g in summary["by_operator_dtype"]:
+        rejected = g["rejected"] + g["unexpected-success"]
+        print(f"{g['operator']:<22}{g['dtype']:<7}{g['cases']:>7}{g['pass']:>7}{g['fail']:>7}"
+              f"{rejected:>10}")
+    if summary["worst"]:
+        print("worst precision:")
+        for w in summary["worst"]:
+            print(f"  case {w['index']} (id {w['id']!r}) {w['operator']} {w['dtype']}: "
+                  f"max abs error {w['max_abs_error']:.3g}, max rel error "
+                  f"{w['max_rel_error']:.3g} - {w['reason']}")
+    print(f"{summary['passed']} of {summary['cases']} cases passed")
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Run a case file; print the summary; write the report; exit 0 only if all pass."""
+    try:
+        cases = load_cases(args.cases)
+    except CaseFileError as exc:
+        print(f"aclnn run: {args.cases}: {exc}", file=sys.stderr)
+        return 2
+    _select_soc(args.soc)
+    save_dir = Path(args.save_dir) if args.save_dir else None
+    progress = Progress(len(cases), args.progress if args.progress is not None
+                        else sys.stderr.isatty())
+    results = []
+    try:
+        for case in cases:
+            try:
+                results.append(run_case(case, args.seed, save_dir))
+            except CaseFileError as exc:
+                print(f"\naclnn run: {args.cases}: {exc}", file=sys.stderr)
+                return 2
+            progress.step(f"{case.op.name} {results[-1].outcome}")
+    finally:
+        progress.close()
+    for r in results:
+        if not r.passed:
+            detail = r.message if r.status != r.case.expected_status else r.verdict.reason
+            print(f"{r.outcome.upper():<9} case {r.case.index} (id {r.case.id!r}) "
+                  f"{r.case.op.name} {r.dtype}: status {r.status}: {detail}")
+    summary = summarize(results)
+    _print_summary(summary)
+    if args.report:
+        report = {"cases_file": str(args.cases), "seed": args.seed,
+                  "soc": acl.get_soc_name(), "summary": summary,
+                  "cases": [r.to_json() for r in results]}
+        Path(args.report).write_text(json.dumps(report, indent=2, allow_nan=False))
+    return 0 if summary["failed"] == 0 else 1
+
+
+# --- compare ------------------------------------------------------------------------------
+
+def _load_dump(path: str, dtype: np.dtype | None, shape: list[int] | None) -> np.ndarray:
+    """A .npy file (a 2-byte void dtype is read as bfloat16), or a raw .bin file of
+    `dtype` and `shape`."""
+    if path.endswith(".npy"):
+        array = np.load(path)
+        return array.view(ml_dtypes.bfloat16) if array.dtype == np.dtype("V2") else array
+    if dtype is None:
+        raise ValueError(f"{path}: a raw dump needs --dtype")
+    array = np.fromfile(path, dtype=dtype)
+    if shape is not None:
+        if int(np.prod(shape)) != array.size:
+            raise ValueError(f"{path}: {array.size} elements do not fill shape {shape}")
+        array = array.reshape(shape)
+    return array
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    """Compare an output dump with its golden under the precision standard."""
+    dtype = DTYPES[args.dtype] if args.dtype else None
+    golden_dtype = DTYPES[args.golden_dtype] if args.golden_dtype else dtype
+    try:
+        actual = _load_dump(args.actual, dtype, args.shape)
+        golden = _load_dump(args.golden, golden_dtype, args.shape)
+        judged_as = dtype or actual.dtype
+        standard_for(judged_as)
+        if actual.size != golden.size:
+            raise ValueError(f"{args.actual} has {actual.size} elements, {args.golden} "
+                             f"{golden.size}")
+        verdict = compare(actual.astype(judged_as), golden.reshape(actual.shape), judged_as)
+    except (OSError, ValueError) as exc:
+        print(f"aclnn compare: {exc}", file=sys.stderr)
+        return 2
+    print(f"{'PASS' if verdict.passed else 'FAIL'}: {verdict.elements} elements as "
+          f"{np.dtype(judged_as).name}; {verdict.ok_fraction:.4%} within tolerance; "
+          f"max abs error {verdict.max_abs_error:.6g}, max rel error "
+          f"{verdict.max_rel_error:.6g}; {verdict.reason}")
+    if verdict.worst_index is not None and verdict.elements:
+        print(f"worst element {verdict.worst_index}: actual {verdict.worst_actual!r}, "
+              f"golden {verdict.worst_golden!r}")
+    return 0 if verdict.passed else 1
+
+
+# --- info ---------------------------------------------------------------------------------
+
+def cmd_info(args: argparse.Namespace) -> int:
+    """SoC profiles, operators, and the dtypes each SoC supports."""
+    print(f"current SoC: {acl.get_soc_name()} (set with {SOC_ENV})")
+    print("SoC profiles:")
+    for profile in PROFILES.values():
+        dtypes = ", ".join(dtype_name(d) for d in profile.float_dtypes())
+        print(f"  {profile.name:<13} {profile.series}: dtypes {dtypes}; "
+              f"AvgPool2dBackward FLOAT: "
+              f"{'native' if profile.cube_fp32 else 'needs cubeMathType 1 or 2'}, "
+              f"ALLOW_FP32_DOWN_PRECISION rounds to {profile.down_precision}")
+    print("operators:")
+    for op in OPERATORS.values():
+        attrs = ", ".join(f"{k}={v!r}" for k, v in op.defaults.items())
+        print(f"  aclnn{op.name}({', '.join(op.tensors)}; {attrs})")
+    print("L1LossBackward also takes integer and bool inputs that promote to a float dtype.")
+    return 0
+
+
+# --- the parser ---------------------------------------------------------------------------
+
+def build_parser() -> argparse.ArgumentParser:
+    """The `aclnn` argument parser with its four subcommands."""
+    parser = argparse.ArgumentParser(
+        prog="aclnn", description="The CANN aclnn operators on any machine: run the seed "
+        "samples, run case files against a float64 golden, compare dumps.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    demo = sub.add_parser("demo", help="run the translated seed samples",
+                          description="Run the four seed samples (SmoothL1LossBackward, "
+                          "L1LossBackward, GeluBackwardV2, AvgPool2dBackward); they print "
+                          "their results.")
+    demo.set_defaults(func=cmd_demo)
+    run = sub.add_parser("run", help="run a case file and judge every case",
+                         description="Run a JSON case file (CANN operator test kit layout): "
+                         "generate inputs, run the operator, compare with a float64 golden "
+                         "under the precision standard. Exit status 0 only if every case "
+                         "passes.")
+    run.add_argument("cases", help="the JSON case file")
+    run.add_argument("--soc", choices=SOC_NAMES, help="the SoC to emulate "
+                     "(default: $ACLNN_SOC or Ascend910B)")
+    run.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    run.add_argument("--report", metavar="R.json", help="write a JSON report here")
+    run.add_argument("--save-dir", metavar="D", help="save each case's inputs, output and "
+                     "golden as .npy under D")
+    run.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                     help="show a progress bar (default: when stderr is a terminal)")
+    run.set_defaults(func=cmd_run)
+    cmp = sub.add_parser("compare", help="compare an output dump with a golden dump",
+                         description="Compare ACTUAL with GOLDEN (.npy, or raw .bin with "
+                         "--dtype and --shape) under the precision standard of ACTUAL's "
+                         "dtype. Exit status 0 if it passes.")
+    cmp.add_argument("actual")
+    cmp.add_argument("golden")
+    cmp.add_argument("--dtype", choices=sorted(DTYPES), help="dtype of raw .bin dumps and "
+                     "of the standard applied")
+    cmp.add_argument("--golden-dtype", choices=sorted(DTYPES),
+                     help="dtype of a raw golden .bin (default: --dtype)")
+    cmp.add_argument("--shape", type=int, nargs="+", help="shape of raw .bin dumps")
+    cmp.set_defaults(func=cmd_compare)
+    info = sub.add_parser("info", help="SoC profiles, operators and dtypes",
+                          description="Print the SoC profiles, the operators and the dtypes "
+                          "each SoC supports.")
+    info.set_defaults(func=cmd_info)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The console entry point."""
+    args = build_parser().parse_args(argv)
+    return args.func(args)

@@ -1,0 +1,106 @@
+"""The four operators as the command line sees them: the tensor and attribute names of
+the case files, the call (through the functional API) and the float64 golden."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..dtypes import ACL_DTYPE
+from ..framework.soc import current_soc
+from ..kernels import pool
+from ..ops.avg_pool2d_backward import cube_rounding
+from . import functional, golden
+
+_ROUNDING_NAMES = {pool.EXACT: "exact", pool.ROUND_FP16: "fp16", pool.ROUND_HF32: "hf32"}
+
+Arrays = Mapping[str, np.ndarray]
+Attrs = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    """One operator: `tensors` in argument order (with `aliases` accepted in case files),
+    attribute defaults (None: passed as null), the call and the golden."""
+
+    name: str
+    tensors: tuple[str, ...]
+    defaults: Mapping[str, Any]
+    call: Callable[[Arrays, Attrs], np.ndarray]
+    golden: Callable[[Arrays, Attrs], np.ndarray]
+    aliases: Mapping[str, str] | None = None
+
+    def tensor_name(self, name: str) -> str | None:
+        """The canonical name of a tensor input named `name` in a case file, or None."""
+        if name in self.tensors:
+            return name
+        return (self.aliases or {}).get(name)
+
+
+def _reduction(attrs: Attrs) -> int:
+    value = attrs["reduction"]
+    return functional.REDUCTIONS[value] if isinstance(value, str) else int(value)
+
+
+def _pair(values, default=None) -> tuple[int, int]:
+    """A kernel/stride/padding int or list of length 1 or 2 as (h, w); empty or None:
+    `default`."""
+    if isinstance(values, int):
+        return values, values
+    if values is None or len(values) == 0:
+        return default
+    return (values[0], values[0]) if len(values) == 1 else (values[0], values[1])
+
+
+def _pool_golden(a: Arrays, t: Attrs) -> np.ndarray:
+    """The golden of a call that succeeded (so its parameters are valid), with the
+    cubeMathType rounding the current SoC applies."""
+    kernel = _pair(t["kernel_size"])
+    grad = a["gradOutput"]
+    rounding = cube_rounding(ACL_DTYPE[grad.dtype], t["cube_math_type"],
+                             current_soc().down_precision)
+    return golden.avg_pool2d_backward(
+        grad, a["self"].shape, kernel, _pair(t["stride"], kernel), _pair(t["padding"]),
+        bool(t["count_include_pad"]), t["divisor_override"], _ROUNDING_NAMES[rounding])
+
+
+OPERATORS: dict[str, OpSpec] = {op.name: op for op in (
+    OpSpec(
+        "SmoothL1LossBackward", ("gradOut", "self", "target"),
+        {"reduction": "mean", "beta": 1.0},
+        lambda a, t: functional.smooth_l1_loss_backward(
+            a["gradOut"], a["self"], a["target"], t["reduction"], t["beta"]),
+        lambda a, t: golden.smooth_l1_loss_backward(
+            a["gradOut"], a["self"], a["target"], _reduction(t), float(t["beta"])),
+        aliases={"gradOutput": "gradOut"}),
+    OpSpec(
+        "L1LossBackward", ("gradOutput", "self", "target"), {"reduction": "mean"},
+        lambda a, t: functional.l1_loss_backward(
+            a["gradOutput"], a["self"], a["target"], t["reduction"]),
+        lambda a, t: golden.l1_loss_backward(
+            a["gradOutput"], a["self"], a["target"], _reduction(t)),
+        aliases={"gradOut": "gradOutput"}),
+    OpSpec(
+        "GeluBackwardV2", ("gradOutput", "self"), {"approximate": "none"},
+        lambda a, t: functional.gelu_backward(a["gradOutput"], a["self"], t["approximate"]),
+        lambda a, t: golden.gelu_backward(a["gradOutput"], a["self"], t["approximate"]),
+        aliases={"gradOut": "gradOutput"}),
+    OpSpec(
+        "AvgPool2dBackward", ("gradOutput", "self"),
+        {"kernel_size": None, "stride": None, "padding": [0], "ceil_mode": False,
+         "count_include_pad": True, "divisor_override": 0, "cube_math_type": 1},
+        lambda a, t: functional.avg_pool2d_backward(
+            a["gradOutput"], a["self"], t["kernel_size"], t["stride"], t["padding"],
+            t["ceil_mode"], t["count_include_pad"], t["divisor_override"],
+            t["cube_math_type"]),
+        _pool_golden,
+        aliases={"gradOut": "gradOutput"}),
+)}
+
+
+def find_operator(name: str) -> OpSpec | None:
+    """The operator named `name`, with or without the `aclnn` prefix."""
+    return OPERATORS.get(name.removeprefix("aclnn")) if isinstance(name, str) else None
