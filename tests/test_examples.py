@@ -1,21 +1,21 @@
-"""The translated seed samples run as scripts and print the documented results."""
+"""The translated seed samples (aclnn.samples) run as scripts and print the documented
+results."""
 
 import math
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 LINE = re.compile(r"^(?:out )?result\[(\d+)\] is: (-?\d+\.\d{6})$")
 
 
 def run_sample(name: str) -> list[float]:
-    """Run examples/<name> and return the printed results, checking their indices."""
-    done = subprocess.run([sys.executable, str(EXAMPLES / name)], capture_output=True,
-                          text=True, timeout=300, cwd=EXAMPLES)
+    """Run `python -m aclnn.samples.<name>` and return the printed results, checking their
+    indices."""
+    done = subprocess.run([sys.executable, "-m", f"aclnn.samples.{name}"], capture_output=True,
+                          text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
     values = []
@@ -28,12 +28,12 @@ def run_sample(name: str) -> list[float]:
 
 
 def test_smooth_l1_sample_prints_the_documented_results():
-    assert run_sample("smooth_l1_loss_backward_sample.py") == [-1, 0, 1, 1, 1, 1, 1, 1]
+    assert run_sample("smooth_l1_loss_backward") == [-1, 0, 1, 1, 1, 1, 1, 1]
 
 
 def test_l1_sample_prints_sign_over_numel():
     expected = [math.copysign(1, x - 1) / 8 if x != 1 else 0.0 for x in range(8)]
-    assert run_sample("l1_loss_backward_sample.py") == pytest.approx(expected, abs=1e-6)
+    assert run_sample("l1_loss_backward") == pytest.approx(expected, abs=1e-6)
 
 
 def _gelu_tanh_grad(x: float) -> float:
@@ -44,8 +44,8 @@ def _gelu_tanh_grad(x: float) -> float:
 
 def test_gelu_sample_prints_the_tanh_gradient():
     expected = [round(_gelu_tanh_grad(x), 6) for x in range(8)]
-    assert run_sample("gelu_backward_v2_sample.py") == pytest.approx(expected, abs=1.5e-6)
+    assert run_sample("gelu_backward_v2") == pytest.approx(expected, abs=1.5e-6)
 
 
 def test_avg_pool_sample_prints_256_sixteenths():
-    assert run_sample("avg_pool2d_backward_sample.py") == [0.0625] * 256
+    assert run_sample("avg_pool2d_backward") == [0.0625] * 256

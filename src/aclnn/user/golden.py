@@ -25,7 +25,7 @@ def smooth_l1_loss_backward(grad, x, target, reduction: int, beta: float) -> np.
     with np.errstate(invalid="ignore", divide="ignore"):
         d = _f64(x) - _f64(target)
         slope = np.where(np.abs(d) < beta, d / beta if beta > 0 else 0.0, np.sign(d))
-    result = _f64(grad) * slope
+        result = _f64(grad) * slope
     return result / np.asarray(x).size if reduction == _MEAN else result
 
 
