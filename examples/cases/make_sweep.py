@@ -79,7 +79,7 @@ def avg_pool(rng, dtype):
 def main():
     rng = random.Random(2026)
     cases = []
-    for repeat in range(25):
+    for _ in range(25):
         for dtype in DTYPES:
             for op, first in (("SmoothL1LossBackward", "gradOut"), ("L1LossBackward", "gradOutput"),
                               ("GeluBackwardV2", "gradOutput")):

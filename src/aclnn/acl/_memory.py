@@ -41,12 +41,14 @@ class Region:
 
 
 class _Span:
-    """Exposes `nbytes` bytes at `addr` to NumPy as uint8, keeping `owner` alive."""
+    """Exposes `nbytes` bytes at `addr` to NumPy as uint8, keeping `owner` alive. The bytes
+    are typed writeable even for a read-only owner (one kernel signature serves every
+    operand); the functional API writes only outputs it has checked are writeable."""
 
     def __init__(self, owner: np.ndarray, addr: int, nbytes: int):
         self.owner = owner
         self.__array_interface__ = {"version": 3, "typestr": "|u1", "shape": (nbytes,),
-                                    "data": (addr, not owner.flags.writeable)}
+                                    "data": (addr, False)}
 
 
 def byte_span(array: np.ndarray) -> tuple[int, int]:
@@ -62,7 +64,7 @@ def byte_span(array: np.ndarray) -> tuple[int, int]:
 
 def borrowed_region(array: np.ndarray) -> Region:
     """A Region over the bytes a non-empty (strided) array spans, sharing its memory and
-    keeping it alive; read-only when the array is."""
+    keeping it alive."""
     low, nbytes = byte_span(array)
     return Region(np.asarray(_Span(array, low, nbytes)))
 
