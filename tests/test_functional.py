@@ -352,3 +352,15 @@ def test_a_call_leaves_work_queued_on_the_default_stream_alone():
     finally:
         for t in (g, x, y, out):
             t.free()
+
+
+def test_the_docstring_examples_hold():
+    """The `>>>` examples of the functional API's docstrings, run as doctests."""
+    import doctest
+
+    from aclnn.user import functional as module
+
+    runner = doctest.DocTestRunner(optionflags=doctest.NORMALIZE_WHITESPACE)
+    for test in doctest.DocTestFinder().find(module, globs={"np": np, "aclnn": aclnn}):
+        runner.run(test)
+    assert runner.tries >= 6 and runner.failures == 0

@@ -72,7 +72,13 @@ USE_HF32 = 3
 
 
 def aclGetRecentErrMsg() -> str:  # noqa: N802
-    """The message of this thread's most recent failure ("" if none)."""
+    """The message of this thread's most recent failure ("" if none).
+
+    >>> aclnn.aclGetViewShape(None)
+    (None, 161001)
+    >>> aclnn.aclGetRecentErrMsg()
+    'aclGetViewShape: tensor is null'
+    """
     return acl.get_recent_err_msg()
 
 

@@ -254,7 +254,12 @@ def _destroy(kind, name: str, obj) -> int:
 
 
 def aclDestroyTensor(tensor: aclTensor) -> int:  # noqa: N802
-    """Destroy a tensor (its memory stays allocated); later use of it is rejected."""
+    """Destroy a tensor (its memory stays allocated); later use of it is rejected.
+
+    >>> ret = aclnn.aclDestroyTensor(t)
+    >>> aclnn.aclDestroyTensor(t)  # already destroyed: ACLNN_ERR_PARAM_INVALID
+    161002
+    """
     status = _destroy(aclTensor, "aclDestroyTensor", tensor)
     if status == ACLNN_SUCCESS and tensor is not None:
         tensor.region = None
@@ -262,7 +267,12 @@ def aclDestroyTensor(tensor: aclTensor) -> int:  # noqa: N802
 
 
 def aclCreateIntArray(value, size: int | None = None) -> aclIntArray | None:  # noqa: N802
-    """An aclIntArray of the first `size` ints of `value` (all of them if size is None)."""
+    """An aclIntArray of the first `size` ints of `value` (all of them if size is None).
+
+    >>> kernel = aclnn.aclCreateIntArray([2, 2])
+    >>> kernel
+    aclIntArray([2, 2])
+    """
     try:
         values = _int_list("value", value, allow_negative=True)
         if size is not None:
@@ -277,12 +287,20 @@ def aclCreateIntArray(value, size: int | None = None) -> aclIntArray | None:  # 
 
 
 def aclDestroyIntArray(array: aclIntArray) -> int:  # noqa: N802
-    """Destroy an aclIntArray."""
+    """Destroy an aclIntArray.
+
+    >>> ret = aclnn.aclDestroyIntArray(kernel)
+    """
     return _destroy(aclIntArray, "aclDestroyIntArray", array)
 
 
 def aclCreateScalar(value, dataType) -> aclScalar | None:  # noqa: N802, N803
-    """An aclScalar holding `value` converted to `dataType`."""
+    """An aclScalar holding `value` converted to `dataType`.
+
+    >>> alpha = aclnn.aclCreateScalar(2, aclnn.ACL_FLOAT)
+    >>> alpha
+    aclScalar(2.0, DT_FLOAT)
+    """
     try:
         dtype = _enum("dataType", aclDataType, dataType)
         np_dtype = NUMPY_DTYPE[dtype]
@@ -295,7 +313,10 @@ def aclCreateScalar(value, dataType) -> aclScalar | None:  # noqa: N802, N803
 
 
 def aclDestroyScalar(scalar: aclScalar) -> int:  # noqa: N802
-    """Destroy an aclScalar."""
+    """Destroy an aclScalar.
+
+    >>> ret = aclnn.aclDestroyScalar(alpha)
+    """
     return _destroy(aclScalar, "aclDestroyScalar", scalar)
 
 
@@ -310,36 +331,66 @@ def _live_tensor(name: str, tensor) -> int:
 
 
 def aclGetViewShape(tensor: aclTensor) -> tuple[list[int] | None, int]:  # noqa: N802
-    """(view dims, status)."""
+    """(view dims, status).
+
+    >>> shape, ret = aclnn.aclGetViewShape(t)
+    >>> shape
+    [4, 2]
+    """
     status = _live_tensor("aclGetViewShape", tensor)
     return (list(tensor.view_shape) if status == ACLNN_SUCCESS else None), status
 
 
 def aclGetViewStrides(tensor: aclTensor) -> tuple[list[int] | None, int]:  # noqa: N802
-    """(view strides in elements, status)."""
+    """(view strides in elements, status).
+
+    >>> strides, ret = aclnn.aclGetViewStrides(t)
+    >>> strides
+    [2, 1]
+    """
     status = _live_tensor("aclGetViewStrides", tensor)
     return (list(tensor.strides) if status == ACLNN_SUCCESS else None), status
 
 
 def aclGetViewOffset(tensor: aclTensor) -> tuple[int | None, int]:  # noqa: N802
-    """(view offset in elements, status)."""
+    """(view offset in elements, status).
+
+    >>> offset, ret = aclnn.aclGetViewOffset(t)
+    >>> offset
+    0
+    """
     status = _live_tensor("aclGetViewOffset", tensor)
     return (tensor.offset if status == ACLNN_SUCCESS else None), status
 
 
 def aclGetStorageShape(tensor: aclTensor) -> tuple[list[int] | None, int]:  # noqa: N802
-    """(storage dims, status)."""
+    """(storage dims, status).
+
+    >>> storage_shape, ret = aclnn.aclGetStorageShape(t)
+    >>> storage_shape
+    [4, 2]
+    """
     status = _live_tensor("aclGetStorageShape", tensor)
     return (list(tensor.storage_shape) if status == ACLNN_SUCCESS else None), status
 
 
 def aclGetDataType(tensor: aclTensor) -> tuple[int | None, int]:  # noqa: N802
-    """(data type enum, status)."""
+    """(data type enum, status).
+
+    >>> dtype, ret = aclnn.aclGetDataType(t)
+    >>> dtype
+    <aclDataType.ACL_FLOAT: 0>
+    """
     status = _live_tensor("aclGetDataType", tensor)
     return (tensor.dtype if status == ACLNN_SUCCESS else None), status
 
 
 def aclGetFormat(tensor: aclTensor) -> tuple[int | None, int]:  # noqa: N802
-    """(format enum, status)."""
+    """(format enum, status).
+
+    >>> fmt, ret = aclnn.aclGetFormat(t)
+    >>> fmt
+    <aclFormat.ACL_FORMAT_ND: 2>
+    """
     status = _live_tensor("aclGetFormat", tensor)
     return (tensor.format if status == ACLNN_SUCCESS else None), status

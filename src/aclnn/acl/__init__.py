@@ -15,7 +15,12 @@ from ._streams import streams
 
 
 def init(config_path: str | None = None) -> int:
-    """Initialise the runtime; a second call without `finalize` returns 100002."""
+    """Initialise the runtime; a second call without `finalize` returns 100002.
+
+    >>> ret = acl.init()
+    >>> acl.init()  # already initialised: ACL_ERROR_REPEAT_INITIALIZE
+    100002
+    """
     with state.lock:
         if state.initialized:
             set_recent_error("init: the runtime is already initialised")
@@ -25,7 +30,12 @@ def init(config_path: str | None = None) -> int:
 
 
 def finalize() -> int:
-    """Finish all queued work, then release every allocation, stream and host registration."""
+    """Finish all queued work, then release every allocation, stream and host registration.
+
+    >>> ret = acl.finalize()
+    >>> acl.finalize()  # not initialised any more: ACL_ERROR_REPEAT_FINALIZE
+    100037
+    """
     with state.lock:
         if not state.initialized:
             set_recent_error("finalize: the runtime is not initialised")
@@ -42,10 +52,20 @@ def finalize() -> int:
 
 
 def get_soc_name() -> str:
-    """The SoC the current device reports (ACLNN_SOC at set_device; default Ascend910B)."""
+    """The SoC the current device reports (ACLNN_SOC at set_device; default Ascend910B).
+
+    >>> acl.get_soc_name()
+    'Ascend910B'
+    """
     return state.soc_name
 
 
 def get_recent_err_msg() -> str:
-    """This thread's most recent failure message ("" if none)."""
+    """This thread's most recent failure message ("" if none).
+
+    >>> acl.rt.set_device(8)  # devices are 0..7
+    107001
+    >>> acl.get_recent_err_msg()
+    'set_device: device_id must be in [0, 8), got 8'
+    """
     return get_recent_error()

@@ -23,7 +23,10 @@ def _is_int(value) -> bool:
 # --- devices -----------------------------------------------------------------------------
 
 def set_device(device_id: int) -> int:
-    """Make `device_id` current; (re)reads the SoC from the ACLNN_SOC environment variable."""
+    """Make `device_id` current; (re)reads the SoC from the ACLNN_SOC environment variable.
+
+    >>> ret = acl.rt.set_device(0)
+    """
     if not _is_int(device_id) or not 0 <= device_id < DEVICE_COUNT:
         return _fail(c.ACL_ERROR_RT_INVALID_DEVICEID,
                      f"set_device: device_id must be in [0, {DEVICE_COUNT}), got {device_id!r}")
@@ -38,7 +41,10 @@ def set_device(device_id: int) -> int:
 
 
 def reset_device(device_id: int) -> int:
-    """Release the device: pending work on every stream is completed first."""
+    """Release the device: pending work on every stream is completed first.
+
+    >>> ret = acl.rt.reset_device(0)
+    """
     if not _is_int(device_id) or not 0 <= device_id < DEVICE_COUNT:
         return _fail(c.ACL_ERROR_RT_INVALID_DEVICEID,
                      f"reset_device: device_id must be in [0, {DEVICE_COUNT}), got {device_id!r}")
@@ -50,19 +56,33 @@ def reset_device(device_id: int) -> int:
 
 
 def get_device() -> tuple[int, int]:
-    """The current device id, or an error status if none was set."""
+    """The current device id, or an error status if none was set.
+
+    >>> ret = acl.rt.set_device(0)
+    >>> device_id, ret = acl.rt.get_device()
+    >>> device_id
+    0
+    """
     if state.device is None:
         return -1, _fail(c.ACL_ERROR_RT_INVALID_DEVICEID, "get_device: no device was set")
     return state.device, c.ACL_SUCCESS
 
 
 def get_device_count() -> tuple[int, int]:
-    """How many devices this runtime offers (all share the host's memory)."""
+    """How many devices this runtime offers (all share the host's memory).
+
+    >>> count, ret = acl.rt.get_device_count()
+    >>> count
+    8
+    """
     return DEVICE_COUNT, c.ACL_SUCCESS
 
 
 def synchronize_device() -> int:
-    """Wait for the work of every stream; the first error among them."""
+    """Wait for the work of every stream; the first error among them.
+
+    >>> ret = acl.rt.synchronize_device()
+    """
     first = c.ACL_SUCCESS
     for stream in streams.all():
         status, message = stream.synchronize()
@@ -90,12 +110,18 @@ def _allocate(heap, size, policy, name: str) -> tuple[int, int]:
 
 
 def malloc(size: int, policy: int) -> tuple[int, int]:
-    """Allocate `size` bytes of device memory, 64-byte aligned; (address, status)."""
+    """Allocate `size` bytes of device memory, 64-byte aligned; (address, status).
+
+    >>> ptr, ret = acl.rt.malloc(64, acl.ACL_MEM_MALLOC_HUGE_FIRST)
+    """
     return _allocate(device_heap, size, policy, "malloc")
 
 
 def malloc_host(size: int) -> tuple[int, int]:
-    """Allocate `size` bytes of host memory, 64-byte aligned; (address, status)."""
+    """Allocate `size` bytes of host memory, 64-byte aligned; (address, status).
+
+    >>> host_ptr, ret = acl.rt.malloc_host(64)
+    """
     return _allocate(host_heap, size, None, "malloc_host")
 
 
@@ -107,12 +133,18 @@ def _release(heap, ptr, name: str) -> int:
 
 
 def free(ptr: int) -> int:
-    """Free a device allocation made by `malloc`."""
+    """Free a device allocation made by `malloc`.
+
+    >>> ret = acl.rt.free(ptr)
+    """
     return _release(device_heap, ptr, "free")
 
 
 def free_host(ptr: int) -> int:
-    """Free a host allocation made by `malloc_host`."""
+    """Free a host allocation made by `malloc_host`.
+
+    >>> ret = acl.rt.free_host(host_ptr)
+    """
     return _release(host_heap, ptr, "free_host")
 
 
@@ -132,7 +164,11 @@ def _region(ptr, nbytes: int, on_device: bool) -> Region | None:
 
 def memcpy(dst: int, dst_max: int, src: int, count: int, kind: int) -> int:
     """Copy `count` bytes from `src` to `dst`; both ranges must lie in live memory on the
-    sides that `kind` names."""
+    sides that `kind` names.
+
+    >>> host = np.arange(16, dtype=np.float32)
+    >>> ret = acl.rt.memcpy(ptr, 64, acl.util.numpy_to_ptr(host), 64, acl.ACL_MEMCPY_HOST_TO_DEVICE)
+    """
     if not _is_int(kind) or kind not in _MEMCPY_SIDES:
         return _fail(c.ACL_ERROR_INVALID_PARAM, f"memcpy: kind must be 0..3, got {kind!r}")
     if not _is_int(count) or not _is_int(dst_max) or count < 0 or dst_max < 0:
@@ -160,7 +196,10 @@ def memcpy(dst: int, dst_max: int, src: int, count: int, kind: int) -> int:
 
 
 def memset(ptr: int, max_count: int, value: int, count: int) -> int:
-    """Set `count` bytes of device memory at `ptr` to `value`."""
+    """Set `count` bytes of device memory at `ptr` to `value`.
+
+    >>> ret = acl.rt.memset(ptr, 64, 0, 64)
+    """
     if (not _is_int(count) or not _is_int(max_count) or not _is_int(value)
             or not 0 <= count <= max_count or not 0 <= value <= 255):
         return _fail(c.ACL_ERROR_INVALID_PARAM,
@@ -177,12 +216,18 @@ def memset(ptr: int, max_count: int, value: int, count: int) -> int:
 # --- streams -----------------------------------------------------------------------------
 
 def create_stream() -> tuple[int, int]:
-    """A new stream; (handle, status)."""
+    """A new stream; (handle, status).
+
+    >>> stream, ret = acl.rt.create_stream()
+    """
     return streams.create().handle, c.ACL_SUCCESS
 
 
 def destroy_stream(stream: int) -> int:
-    """Finish the stream's pending work, then destroy it."""
+    """Finish the stream's pending work, then destroy it.
+
+    >>> ret = acl.rt.destroy_stream(stream)
+    """
     found = streams.get(stream)
     if found is None or found is streams.default:
         return _fail(c.ACL_ERROR_RT_PARAM_INVALID,
@@ -193,7 +238,10 @@ def destroy_stream(stream: int) -> int:
 
 
 def synchronize_stream(stream) -> int:
-    """Run the stream's queued work in order; the first error's status (its message is recorded)."""
+    """Run the stream's queued work in order; the first error's status (its message is recorded).
+
+    >>> ret = acl.rt.synchronize_stream(stream)
+    """
     found = streams.get(stream)
     if found is None:
         return _fail(c.ACL_ERROR_RT_PARAM_INVALID,

@@ -11,6 +11,9 @@ def numpy_to_ptr(array: np.ndarray) -> int:
     """The address of a contiguous NumPy array's data, usable as a host pointer in memcpy.
 
     The array stays usable as a host region for as long as it is alive.
+
+    >>> host = np.zeros(16, dtype=np.float32)
+    >>> host_ptr = acl.util.numpy_to_ptr(host)
     """
     if not isinstance(array, np.ndarray):
         raise TypeError(f"numpy_to_ptr: expected a numpy.ndarray, got {type(array).__name__}")
@@ -20,7 +23,13 @@ def numpy_to_ptr(array: np.ndarray) -> int:
 
 
 def ptr_to_numpy(ptr: int, shape, dtype) -> np.ndarray:
-    """A NumPy array of `shape` and `dtype` viewing the live memory at `ptr` (no copy)."""
+    """A NumPy array of `shape` and `dtype` viewing the live memory at `ptr` (no copy).
+
+    >>> ret = acl.rt.memset(ptr, 64, 0, 64)
+    >>> acl.util.ptr_to_numpy(ptr, (2, 2), np.float32)
+    array([[0., 0.],
+           [0., 0.]], dtype=float32)
+    """
     dtype = np.dtype(dtype)
     shape = tuple(int(d) for d in (shape if isinstance(shape, (tuple, list)) else (shape,)))
     if any(d < 0 for d in shape):

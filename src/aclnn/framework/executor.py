@@ -56,7 +56,11 @@ class aclOpExecutor:  # noqa: N801 - the CANN name
 
 
 def aclSetAclOpExecutorRepeatable(executor: aclOpExecutor) -> int:  # noqa: N802
-    """Let `executor` run any number of times, until `aclDestroyAclOpExecutor`."""
+    """Let `executor` run any number of times, until `aclDestroyAclOpExecutor`.
+
+    >>> ws_size, executor, ret = aclnn.aclnnL1LossBackwardGetWorkspaceSize(g, x, y, 1, out)
+    >>> ret = aclnn.aclSetAclOpExecutorRepeatable(executor)
+    """
     status = _usable_executor("aclSetAclOpExecutorRepeatable", executor)
     if status == ACLNN_SUCCESS:
         executor.repeatable = True
@@ -64,7 +68,10 @@ def aclSetAclOpExecutorRepeatable(executor: aclOpExecutor) -> int:  # noqa: N802
 
 
 def aclDestroyAclOpExecutor(executor: aclOpExecutor) -> int:  # noqa: N802
-    """Release `executor`; later use of it fails with 161002."""
+    """Release `executor`; later use of it fails with 161002.
+
+    >>> ret = aclnn.aclDestroyAclOpExecutor(executor)
+    """
     status = _usable_executor("aclDestroyAclOpExecutor", executor)
     if status == ACLNN_SUCCESS:
         executor.destroyed = True
@@ -187,5 +194,6 @@ def execute_api(op: str) -> Callable[..., int]:
 
     run.__name__ = run.__qualname__ = op
     run.__doc__ = (f"Phase 2 of {op}: check the workspace and executor, then enqueue the plan "
-                   "on `stream` (None: the default stream); returns the status.")
+                   "on `stream` (None: the default stream); returns the status.\n\n"
+                   f">>> ret = {op}(None, ws_size, executor, stream)")
     return run
