@@ -133,3 +133,67 @@ def shape_equals(op: str, name: str, tensor: aclTensor, shape: Sequence[int], wh
     if tuple(tensor.view_shape) != tuple(shape):
         raise ParamInvalidError(
             f"{op}: {name} shape must equal {what} {list(shape)}, got {list(tensor.view_shape)}.")
+
+
+def _byte_range(tensor: aclTensor) -> tuple[int, int]:
+    """[first, last] address a non-empty tensor touches."""
+    low = high = tensor.region.addr + tensor.byte_offset()
+    for size, stride in zip(tensor.view_shape, tensor.strides):
+        step = (size - 1) * stride * tensor.itemsize
+        low, high = (low + step, high) if step < 0 else (low, high + step)
+    return low, high + tensor.itemsize - 1
+
+
+def _self_overlapping(tensor: aclTensor) -> bool:
+    """Whether two elements of the view may share an address: the strides, sorted, must
+    each step past everything the smaller ones span (so a stride 0 over a dim of size > 1
+    always overlaps; rarer interleaved layouts are refused too)."""
+    span = 1
+    for stride, size in sorted((abs(s), n) for n, s in zip(tensor.view_shape, tensor.strides)
+                               if n > 1):
+        if stride < span:
+            return True
+        span += stride * (size - 1)
+    return False
+
+
+def _same_view(a: aclTensor, b: aclTensor) -> bool:
+    return (a.dtype == b.dtype
+            and a.region.addr + a.byte_offset() == b.region.addr + b.byte_offset()
+            and tuple(a.view_shape) == tuple(b.view_shape) and tuple(a.strides) == tuple(b.strides))
+
+
+def _shares_memory(a: aclTensor, b: aclTensor) -> bool:
+    """Whether two non-empty views have an element in common (exactly, or conservatively
+    True when that is too hard to decide). Views of different regions may share memory
+    too: the functional API lends two views of one array as two regions."""
+    (a_low, a_high), (b_low, b_high) = _byte_range(a), _byte_range(b)
+    if a_high < b_low or b_high < a_low:
+        return False
+    try:
+        return bool(np.shares_memory(a.numpy_view(), b.numpy_view(), max_work=10**6))
+    except np.exceptions.TooHardError:
+        return True
+
+
+def output_memory(op: str, out_name: str, out: aclTensor, in_place: bool, **inputs) -> None:
+    """161002 if the output's elements overlap each other, or if it shares memory with an
+    input other than as the very same view (which `in_place` allows: elementwise
+    operators read each element before writing it). Otherwise the result would depend on
+    the order of the writes."""
+    if out.numel == 0:
+        return
+    if _self_overlapping(out):
+        raise ParamInvalidError(
+            f"{op}: {out_name}'s elements must not overlap each other, got strides "
+            f"{list(out.strides)} over shape {list(out.view_shape)}.")
+    for name, tensor in inputs.items():
+        if tensor.numel == 0:
+            continue
+        if in_place and _same_view(tensor, out):
+            continue
+        if _shares_memory(tensor, out):
+            allowed = " unless it is the very same view (in place)" if in_place else ""
+            raise ParamInvalidError(
+                f"{op}: {out_name} must not share memory with {name}{allowed}; got "
+                f"{out_name} {out!r} and {name} {tensor!r}.")

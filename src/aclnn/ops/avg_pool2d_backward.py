@@ -23,6 +23,8 @@ Ascend910B/910_93/950), gradOutput's and self's equal to gradInput's -> formats 
 1 or 2, values >= 0 -> 2 * pad <= kernel -> cubeMathType in 0..3 and the SoC rule -> self
 shape == gradInput shape -> divisorOverride in [-255, 255] -> C <= 65535 -> gradOutput's N
 and C equal self's, its H and W the pooled size of self's; an empty gradOutput is invalid.
+Then (ours, not on the page): gradInput's elements must not overlap each other or share
+memory with gradOutput, or the result would depend on the order of the writes.
 """
 
 from __future__ import annotations
@@ -179,6 +181,7 @@ def aclnnAvgPool2dBackwardGetWorkspaceSize(gradOutput, self, kernelSize, stride,
                        f"got {list(gradOutput.view_shape)}.")
     if gradOutput.numel == 0:
         raise _invalid(f"gradOutput must not be empty, got shape {list(gradOutput.view_shape)}.")
+    checks.output_memory(OP, "gradInput", gradInput, False, gradOutput=gradOutput)
 
     tensors = (gradOutput, self, gradInput)
     if gradInput.numel == 0:

@@ -9,7 +9,9 @@
 Checks, in the documented order: null tensors and approximate (161001) -> gradOutput and
 self dtypes in FLOAT, FLOAT16 (+ BFLOAT16 on Ascend910B/910_93/950), promotable, and the
 promoted dtype equal to gradInput's -> broadcast(gradOutput, self) equals gradInput's
-shape, rank <= 8 -> approximate is "none" or "tanh".
+shape, rank <= 8 -> approximate is "none" or "tanh". Then (ours, not on the page):
+gradInput's elements must not overlap each other, nor an input's unless it is the same
+view (in place).
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ def aclnnGeluBackwardV2GetWorkspaceSize(gradOutput, self, approximate, gradInput
     if not isinstance(approximate, str) or approximate not in APPROXIMATIONS:
         raise ParamInvalidError(
             f"{OP}: approximate must be 'none' or 'tanh', got {approximate!r}.")
+    checks.output_memory(OP, "gradInput", gradInput, True, gradOutput=gradOutput, self=self)
 
     tensors = (gradOutput, self, gradInput)
     if numel(shape) == 0:

@@ -10,7 +10,9 @@ first, as CANN's Cast step does.
 Checks, in the documented order: null tensors (161001) -> reduction in {0, 1, 2} ->
 promote(gradOutput, self) then with target exists, is castable to gradInput and is FLOAT,
 FLOAT16 (+ BFLOAT16 on Ascend910B/910_93/950); gradInput's dtype is in that list -> every
-rank <= 8 -> broadcast(gradOutput, self, target) equals gradInput's shape.
+rank <= 8 -> broadcast(gradOutput, self, target) equals gradInput's shape. Then (ours, not
+on the page): gradInput's elements must not overlap each other, nor an input's unless it
+is the same view (in place).
 """
 
 from __future__ import annotations
@@ -43,6 +45,8 @@ def aclnnL1LossBackwardGetWorkspaceSize(gradOutput, self, target, reduction, gra
     checks.rank_at_most(OP, gradOutput=gradOutput, self=self, target=target, gradInput=gradInput)
     shape = checks.broadcast(OP, gradOutput=gradOutput, self=self, target=target)
     checks.shape_equals(OP, "gradInput", gradInput, shape, "the broadcast shape")
+    checks.output_memory(OP, "gradInput", gradInput, True, gradOutput=gradOutput, self=self,
+                         target=target)
 
     tensors = (gradOutput, self, target, gradInput)
     if numel(shape) == 0:

@@ -8,7 +8,9 @@
 Checks, in the documented order: null tensors (161001) -> each tensor's dtype in FLOAT,
 FLOAT16 (+ BFLOAT16 on Ascend910B/910_93/950) -> rank of gradOut, self, target <= 8 ->
 reduction in {0, 1, 2} -> beta >= 0 -> promote(gradOut, self, target) castable to
-gradInput -> broadcast(gradOut, self, target) equals gradInput's shape.
+gradInput -> broadcast(gradOut, self, target) equals gradInput's shape. Then (ours, not on
+the page): gradInput's elements must not overlap each other, nor an input's unless it is
+the same view (in place).
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ def aclnnSmoothL1LossBackwardGetWorkspaceSize(gradOut, self, target, reduction, 
     checks.castable(OP, dtype, "gradInput", gradInput)
     shape = checks.broadcast(OP, gradOut=gradOut, self=self, target=target)
     checks.shape_equals(OP, "gradInput", gradInput, shape, "the broadcast shape")
+    checks.output_memory(OP, "gradInput", gradInput, True, gradOut=gradOut, self=self,
+                         target=target)
 
     tensors = (gradOut, self, target, gradInput)
     if numel(shape) == 0:
