@@ -364,3 +364,19 @@ def test_the_docstring_examples_hold():
     for test in doctest.DocTestFinder().find(module, globs={"np": np, "aclnn": aclnn}):
         runner.run(test)
     assert runner.tries >= 6 and runner.failures == 0
+
+
+@pytest.mark.parametrize("number", [2.0**31, float("nan"), 10**30])
+def test_a_python_number_that_does_not_fit_inputs_dtype_is_a_value_error(number):
+    """Found by the fuzzing campaign: this raised OverflowError / a bare ValueError."""
+    x = np.arange(3, dtype=np.int32)
+    with pytest.raises(aclnn.ParamInvalidError, match="does not convert to int32"):
+        aclnn.l1_loss_backward(number, x, x)
+
+
+@pytest.mark.parametrize("out", [np.float32(1.5), 2.0, [0.0, 0.0, 0.0]])
+def test_out_must_be_an_array_that_can_be_written(out):
+    """Found by the fuzzing campaign: a NumPy scalar as out was silently not written."""
+    x = np.ones(3, F32)
+    with pytest.raises(aclnn.ParamInvalidError, match="out must be an array to write in place"):
+        aclnn.gelu_backward(x, x, out=out)

@@ -76,6 +76,21 @@ def _special(value) -> bool:
     return isinstance(value, str) and value.strip().lower() in SPECIALS
 
 
+def _integer_range(values) -> tuple[int, int] | tuple[None, None] | None:
+    """For a [lo, hi] range: the integers it holds as (first, last), or (None, None) if it
+    holds none; None when `values` is not a range."""
+    if not (isinstance(values, list) and len(values) == 2 and all(map(_is_number, values))):
+        return None
+    first, last = math.ceil(values[0]), math.floor(values[1])
+    return (first, last) if first <= last else (None, None)
+
+
+def _check_range(where: str, pair) -> None:
+    """A [lo, hi] range to draw from: finite, lo <= hi."""
+    if not (math.isfinite(pair[1] - pair[0]) and pair[0] <= pair[1]):
+        raise CaseFileError(f"{where}: range [lo, hi] needs finite lo <= hi, got {pair!r}")
+
+
 def _check_values(where: str, values) -> None:
     """`range_values` of a tensor: [lo, hi], a number, a special, a list of numbers or
     specials, or {"name": "nd", "mean": [lo, hi], "std": [lo, hi]}."""
@@ -87,15 +102,15 @@ def _check_values(where: str, values) -> None:
                                 f"{values.get('name')!r}")
         for key in ("mean", "std"):
             pair = values.get(key)
-            if not (isinstance(pair, list) and len(pair) == 2 and all(map(_is_number, pair))
-                    and pair[0] <= pair[1]):
-                raise CaseFileError(f"{where}.{key} must be [lo, hi] with lo <= hi, got {pair!r}")
+            if not (isinstance(pair, list) and len(pair) == 2 and all(map(_is_number, pair))):
+                raise CaseFileError(f"{where}.{key} must be [lo, hi], got {pair!r}")
+            _check_range(f"{where}.{key}", pair)
         if values["std"][0] < 0:
             raise CaseFileError(f"{where}.std must not be negative, got {values['std']!r}")
         return
     if isinstance(values, list) and values and all(_is_number(v) or _special(v) for v in values):
-        if len(values) == 2 and all(map(_is_number, values)) and values[0] > values[1]:
-            raise CaseFileError(f"{where}: range [lo, hi] needs lo <= hi, got {values!r}")
+        if len(values) == 2 and all(map(_is_number, values)):
+            _check_range(where, values)
         return
     raise CaseFileError(f"{where} must be [lo, hi], a number, 'nan'/'inf'/'-inf', a list of "
                         f"values or an 'nd' distribution, got {values!r}")
@@ -112,8 +127,15 @@ def _tensor(where: str, entry: dict) -> TensorInput:
         raise CaseFileError(f"{where}.shape must be a list of non-negative ints, got {shape!r}")
     if "range_values" not in entry:
         raise CaseFileError(f"{where}: missing field 'range_values'")
-    _check_values(f"{where}.range_values", entry["range_values"])
-    return TensorInput(dtype, tuple(shape), entry["range_values"])
+    values = entry["range_values"]
+    _check_values(f"{where}.range_values", values)
+    if dtype.kind in "iu" and _integer_range(values) is not None:
+        first, last = _integer_range(values)
+        info = np.iinfo(dtype)
+        if first is None or first < info.min or last > info.max:
+            raise CaseFileError(f"{where}.range_values {values!r} must hold integers within "
+                                f"{entry['dtype']}'s [{info.min}, {info.max}]")
+    return TensorInput(dtype, tuple(shape), values)
 
 
 def _attr(where: str, entry: dict) -> dict:
@@ -136,11 +158,11 @@ def _inputs(label: str, op: OpSpec, inputs) -> tuple[dict, dict]:
         if isinstance(entry, list):  # a list-valued attribute: entries of one name
             if not entry or not all(isinstance(e, dict) for e in entry):
                 raise CaseFileError(f"{where} must be a non-empty list of attr entries")
-            names = {e.get("name") for e in entry}
-            if len(names) != 1:
+            names = [e.get("name") for e in entry]
+            if not all(isinstance(n, str) for n in names) or len(set(names)) != 1:
                 raise CaseFileError(f"{where}: a list-valued attribute needs entries of one "
-                                    f"name, got {sorted(map(str, names))}")
-            attrs[names.pop()] = [_attr(f"{where}[{j}]", e) for j, e in enumerate(entry)]
+                                    f"name, got names {names!r}")
+            attrs[names[0]] = [_attr(f"{where}[{j}]", e) for j, e in enumerate(entry)]
             continue
         if not isinstance(entry, dict):
             raise CaseFileError(f"{where} must be an object, got {type(entry).__name__}")
@@ -190,10 +212,10 @@ def parse_cases(document: Any) -> list[Case]:
 def load_cases(path: str | Path) -> list[Case]:
     """Read and parse a case file."""
     try:
-        document = json.loads(Path(path).read_text())
+        document = json.loads(Path(path).read_text(encoding="utf-8"))
     except OSError as exc:
         raise CaseFileError(f"cannot read {path}: {exc.strerror}") from None
-    except json.JSONDecodeError as exc:
+    except (ValueError, RecursionError) as exc:  # not UTF-8, not JSON, nested too deep
         raise CaseFileError(f"{path} is not valid JSON: {exc}") from None
     return parse_cases(document)
 
@@ -217,7 +239,8 @@ def draw_tensor(spec: TensorInput, rng: np.random.Generator) -> np.ndarray:
         if dtype == np.bool_:
             data = rng.integers(0, 2, shape)
         elif dtype.kind in "iu":
-            data = rng.integers(math.ceil(lo), math.floor(hi) + 1, shape)
+            first, last = _integer_range(values)
+            data = rng.integers(first, last + 1, shape)
         else:
             data = rng.uniform(lo, hi, shape)
     elif isinstance(values, list):
@@ -236,8 +259,13 @@ def _attr_value(where: str, entry: dict, rng: np.random.Generator):
         value = value[0]
     elif isinstance(value, list) and len(value) == 2 and all(map(_is_number, value)):
         if kind == "int":
-            return int(rng.integers(math.ceil(value[0]), math.floor(value[1]) + 1))
+            first, last = _integer_range(value)
+            if first is None or first < -(2**63) or last >= 2**63:
+                raise CaseFileError(f"{where}: int range {value!r} must hold integers within "
+                                    "int64")
+            return int(rng.integers(first, last + 1))
         if kind in ("float32", "float"):
+            _check_range(where, value)
             return float(rng.uniform(*value))
     if kind == "int" and _is_number(value) and float(value).is_integer():
         return int(value)

@@ -119,7 +119,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         progress.close()
     for r in results:
         if not r.passed:
-            detail = r.message if r.status != r.case.expected_status else r.verdict.reason
+            detail = (r.verdict.reason if r.status == r.case.expected_status
+                      else r.message or f"expected status {r.case.expected_status}")
             print(f"{r.outcome.upper():<9} case {r.case.index} (id {r.case.id!r}) "
                   f"{r.case.op.name} {r.dtype}: status {r.status}: {detail}")
     summary = summarize(results)
@@ -142,6 +143,9 @@ def _load_dump(path: str, dtype: np.dtype | None, shape: list[int] | None) -> np
         return array.view(ml_dtypes.bfloat16) if array.dtype == np.dtype("V2") else array
     if dtype is None:
         raise ValueError(f"{path}: a raw dump needs --dtype")
+    size = Path(path).stat().st_size
+    if size % dtype.itemsize:
+        raise ValueError(f"{path}: {size} bytes is not a whole number of {dtype.name} elements")
     array = np.fromfile(path, dtype=dtype)
     if shape is not None:
         if int(np.prod(shape)) != array.size:
@@ -163,7 +167,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
             raise ValueError(f"{args.actual} has {actual.size} elements, {args.golden} "
                              f"{golden.size}")
         verdict = compare(actual.astype(judged_as), golden.reshape(actual.shape), judged_as)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, EOFError) as exc:  # EOFError: an empty or cut .npy
         print(f"aclnn compare: {exc}", file=sys.stderr)
         return 2
     print(f"{'PASS' if verdict.passed else 'FAIL'}: {verdict.elements} elements as "

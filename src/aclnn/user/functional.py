@@ -65,7 +65,12 @@ def _inputs(where: str, named: dict[str, Any], scalar_dtype_from: str
     dtype = source.dtype if source is not None else np.float32
     for name, value in named.items():
         if name not in arrays:
-            arrays[name] = np.asarray(value, dtype=dtype)
+            try:
+                arrays[name] = np.asarray(value, dtype=dtype)
+            except (OverflowError, ValueError) as exc:
+                raise ParamInvalidError(f"{where}: {name} {value!r} does not convert to {dtype} "
+                                        f"(the dtype of {scalar_dtype_from}): "
+                                        f"{exc}.") from None
     return {name: arrays[name] for name in named}
 
 
@@ -74,6 +79,9 @@ def _output(where: str, out: Any, shape, dtype: np.dtype, torch_wanted: bool) ->
     if out is None:
         array = np.empty(shape, dtype)
         return _Output(array, like(array, torch_wanted))
+    if not (isinstance(out, np.ndarray) or is_torch_tensor(out) or hasattr(out, "__dlpack__")):
+        raise ParamInvalidError(f"{where}: out must be an array to write in place (NumPy, "
+                                f"torch or DLPack), got {type(out).__name__} {out!r}.")
     array = as_numpy(out, "out", where)
     if not array.flags.writeable:
         raise ParamInvalidError(f"{where}: out must be a writeable array, got a read-only "

@@ -70,7 +70,8 @@ def standard_for(dtype) -> Standard:
 def ulp(magnitude: np.ndarray, standard: Standard) -> np.ndarray:
     """The spacing of the output format at |golden| (subnormal spacing below the normals)."""
     _, exponent = np.frexp(magnitude)  # magnitude = m * 2**exponent, m in [0.5, 1)
-    exponent = np.maximum(exponent - 1, standard.min_exponent)
+    exponent = np.where(magnitude == 0, standard.min_exponent,
+                        np.maximum(exponent - 1, standard.min_exponent))
     return np.ldexp(1.0, exponent - standard.mantissa_bits)
 
 
@@ -89,7 +90,7 @@ def compare(actual, golden, dtype=None) -> Verdict:
     matched = (np.isnan(a) & np.isnan(g)) | (np.isinf(a) & (a == g))
     mismatched = special & ~matched
     finite = ~special
-    with np.errstate(invalid="ignore", over="ignore"):
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         error = np.where(finite, np.abs(a - g), 0.0)
         relative = np.where(finite & (g != 0), error / np.abs(g), 0.0)
     ok = finite & (error <= standard.atol + standard.rtol * np.abs(g))
