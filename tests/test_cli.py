@@ -645,3 +645,11 @@ def test_compare_failure_against_zero_golden_is_quiet_on_stderr(tmp_path):
     assert done.returncode == 1 and done.stdout.startswith("FAIL: 8 elements as float32")
     assert "max rel error 0" in done.stdout  # relative error is not defined at golden 0
     assert done.stderr == "", done.stderr
+
+
+def test_the_shipped_sweep_is_what_its_generator_writes(tmp_path):
+    """examples/cases/sweep.json cannot drift from make_sweep.py."""
+    done = subprocess.run([sys.executable, str(SWEEP.with_name("make_sweep.py")),
+                           str(tmp_path / "sweep.json")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "sweep.json").read_text() == SWEEP.read_text()

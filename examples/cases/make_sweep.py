@@ -1,11 +1,12 @@
 """Write sweep.json: a few hundred cases of all four operators, in fp32/fp16/bf16, with
 broadcast shapes up to rank 8, special values and assorted attributes.
 
-    python examples/cases/make_sweep.py        # rewrites examples/cases/sweep.json
+    python examples/cases/make_sweep.py [PATH]   # default: examples/cases/sweep.json
 """
 
 import json
 import random
+import sys
 from pathlib import Path
 
 DTYPES = ("fp32", "fp16", "bf16")
@@ -76,7 +77,7 @@ def avg_pool(rng, dtype):
             attr("cube_math_type", "int", rng.choice([0, 1, 2, 3] if dtype == "fp32" else [0, 1]))]
 
 
-def main():
+def main(path: Path) -> None:
     rng = random.Random(2026)
     cases = []
     for _ in range(25):
@@ -87,10 +88,9 @@ def main():
                               "inputs": pointwise(rng, op, dtype, first)})
             cases.append({"id": len(cases), "aclnn_name": "aclnnAvgPool2dBackward",
                           "inputs": avg_pool(rng, dtype)})
-    path = Path(__file__).with_name("sweep.json")
     path.write_text(json.dumps(cases, indent=1) + "\n")
     print(f"wrote {len(cases)} cases to {path}")
 
 
 if __name__ == "__main__":
-    main()
+    main(Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).with_name("sweep.json"))
