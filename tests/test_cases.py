@@ -518,3 +518,15 @@ def test_int_attribute_ranges_must_hold_int64_integers(value):
 def test_float_ranges_must_be_finite():
     with pytest.raises(CaseFileError, match="finite lo <= hi"):
         l1_case([-1e308, 1e308])
+
+
+def test_a_tensor_too_large_to_draw_is_refused_up_front():
+    """Found by the fuzzing campaign: a shape of billions of elements was drawn, and the
+    process was killed for memory. The limit is a parameter (aclnn run --max-elements)."""
+    with pytest.raises(CaseFileError, match=r"has 8100000000 elements, more than the limit"):
+        l1_case(shape=(300, 300, 300, 300))
+    document = [cases_raw()]
+    document[0]["inputs"][1]["shape"] = [4, 5]
+    with pytest.raises(CaseFileError, match="more than the limit of 10"):
+        parse_cases(document, max_elements=10)
+    assert parse_cases(document, max_elements=20)

@@ -170,6 +170,9 @@ def test_fuzz_runtime(data):
                 assert status_of(result) in ACL_STATUSES
                 if result[1] == 0:
                     assert result[0] % 64 == 0
+                    if size > 1 << 16:  # a big one (virtual until touched): not shadowed
+                        assert acl.rt.free(result[0]) == 0
+                        continue
                     world.allocs[result[0]] = world.read(result[0], size)
             elif action == "malloc_host":
                 result = call("rt.malloc_host", acl.rt.malloc_host,
@@ -493,7 +496,8 @@ def test_fuzz_operators(data):
                 pool.tensors = [t for t in pool.tensors if t is not victim]
             sync = acl.rt.synchronize_stream(None if where is None else stream)
             queued = vanished and view is not None
-            assert sync == (361001 if queued else 0), aclnn.aclGetRecentErrMsg()
+            assert sync == (361001 if queued else 0), (
+                f"{aclnn.aclGetRecentErrMsg()} vanished={vanished} out={out!r} where={where!r}")
             if queued:
                 view = None
             allowed = {view[0]: view[1]} if view is not None and status == 0 else {}

@@ -525,3 +525,37 @@ def test_phase2_enqueues_and_result_is_there_after_synchronize():
     finally:
         chain.release()
         acl.rt.destroy_stream(stream)
+
+
+def test_allocations_beyond_the_memory_budget_fail_with_a_status():
+    """Found by the fuzzing campaign: a 16-20 GiB malloc succeeded (virtual memory) and the
+    process was killed once the memory was touched. Allocations now count against a budget
+    of 80 % of physical memory, device and host together."""
+    from aclnn.acl._memory import budget
+
+    before = budget.in_use
+    big = budget.capacity - budget.in_use - 4096
+    ptr, ret = acl.rt.malloc(big, acl.ACL_MEM_MALLOC_HUGE_FIRST)  # virtual: never touched
+    assert ret == 0
+    try:
+        second, ret = acl.rt.malloc_host(8192)
+        assert (second, ret) == (0, acl.ACL_ERROR_RT_MEMORY_ALLOCATION)
+        assert "memory budget has" in acl.get_recent_err_msg()
+        small, ret = acl.rt.malloc(1024, acl.ACL_MEM_MALLOC_HUGE_FIRST)
+        assert ret == 0 and acl.rt.free(small) == 0
+    finally:
+        assert acl.rt.free(ptr) == 0
+    assert budget.in_use == before
+    ptr, ret = acl.rt.malloc(budget.capacity + 1, acl.ACL_MEM_MALLOC_HUGE_FIRST)
+    assert (ptr, ret) == (0, acl.ACL_ERROR_RT_MEMORY_ALLOCATION)
+
+
+@pytest.mark.parametrize("dtype", [b",", "not a dtype", object(), "(", 3.5])
+def test_ptr_to_numpy_with_a_junk_dtype_is_a_type_error(dtype):
+    """Found by the fuzzing campaign: np.dtype(b",") raised SyntaxError."""
+    ptr, ret = acl.rt.malloc(64, acl.ACL_MEM_MALLOC_HUGE_FIRST)
+    try:
+        with pytest.raises(TypeError, match="ptr_to_numpy: .* is not a NumPy dtype"):
+            acl.util.ptr_to_numpy(ptr, (4,), dtype)
+    finally:
+        acl.rt.free(ptr)

@@ -11,6 +11,7 @@ no heap and no address lookup finds it.
 from __future__ import annotations
 
 import bisect
+import os
 import threading
 import weakref
 
@@ -75,6 +76,42 @@ def _aligned_buffer(size: int) -> np.ndarray:
     return raw[shift : shift + size]
 
 
+def _physical_memory() -> int:
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):  # not POSIX: no limit of our own
+        return 2**62
+
+
+class MemoryBudget:
+    """How much the runtime may allocate in all (device and host allocations together):
+    a share of the machine's physical memory, so an allocation that cannot be backed fails
+    with a status instead of the process being killed when the memory is touched."""
+
+    SHARE = 0.8
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.in_use = 0
+        self._lock = threading.Lock()
+
+    def reserve(self, size: int) -> None:
+        """Count `size` more bytes in use, or raise MemoryError if they do not fit."""
+        with self._lock:
+            if self.in_use + size > self.capacity:
+                raise MemoryError(f"the runtime's memory budget has {self.capacity - self.in_use} "
+                                  f"of {self.capacity} bytes free")
+            self.in_use += size
+
+    def give_back(self, size: int) -> None:
+        """Count `size` bytes as free again."""
+        with self._lock:
+            self.in_use -= size
+
+
+budget = MemoryBudget(int(MemoryBudget.SHARE * _physical_memory()))
+
+
 class _Heap:
     """Live allocations of one side (device or host), searchable by any address inside them."""
 
@@ -84,7 +121,13 @@ class _Heap:
         self._regions: dict[int, Region] = {}
 
     def allocate(self, size: int) -> Region:
-        region = Region(_aligned_buffer(size))
+        """A new region of `size` bytes; MemoryError beyond the budget or the machine."""
+        budget.reserve(size)
+        try:
+            region = Region(_aligned_buffer(size))
+        except BaseException:
+            budget.give_back(size)
+            raise
         with self._lock:
             bisect.insort(self._starts, region.addr)
             self._regions[region.addr] = region
@@ -98,6 +141,7 @@ class _Heap:
             self._starts.pop(bisect.bisect_left(self._starts, addr))
         region.alive = False
         region.buffer = None
+        budget.give_back(region.size)
         return region
 
     def find(self, addr: int, nbytes: int = 0) -> Region | None:
@@ -122,27 +166,46 @@ def _bytes_of(array: np.ndarray) -> np.ndarray:
 
 class _HostRegistry:
     """Host NumPy arrays whose addresses were handed out, held weakly: an entry dies with
-    its array (the registry never keeps an array alive). Dead entries are swept by later
-    registrations, so the table stays proportional to the live arrays."""
+    its array (the registry never keeps an array alive). Registering a live array again
+    adds nothing; dead entries are swept by later registrations, so the table stays
+    proportional to the live arrays. Lookups by an array's own address (what numpy_to_ptr
+    returns) take constant time."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._entries: list[tuple[weakref.ref, int, int]] = []
+        self._entries: dict[int, list[tuple[weakref.ref, int]]] = {}  # start -> (array, size)
+        self._count = 0
         self._sweep_at = 64
 
     def register(self, array: np.ndarray) -> int:
         addr = int(array.ctypes.data)
         with self._lock:
-            if len(self._entries) >= self._sweep_at:
-                self._entries = [e for e in self._entries if e[0]() is not None]
-                self._sweep_at = max(64, 2 * len(self._entries))
-            self._entries.append((weakref.ref(array), addr, int(array.nbytes)))
+            at_addr = self._entries.setdefault(addr, [])
+            if any(ref() is array for ref, _ in at_addr):
+                return addr
+            at_addr.append((weakref.ref(array), int(array.nbytes)))
+            self._count += 1
+            if self._count >= self._sweep_at:
+                self._sweep()
         return addr
+
+    def _sweep(self) -> None:
+        for addr in list(self._entries):
+            live = [entry for entry in self._entries[addr] if entry[0]() is not None]
+            if live:
+                self._entries[addr] = live
+            else:
+                del self._entries[addr]
+        self._count = sum(map(len, self._entries.values()))
+        self._sweep_at = max(64, 2 * self._count)
 
     def find(self, addr: int, nbytes: int = 0) -> Region | None:
         with self._lock:
-            entries = list(self._entries)
-        for ref, start, size in reversed(entries):
+            candidates = [(addr, entry) for entry in self._entries.get(addr, ())]
+            if not any(nbytes <= size for _, (_, size) in candidates):
+                candidates = [(start, entry) for start, entries in self._entries.items()
+                              for entry in entries]
+        for start, (ref, size) in reversed(candidates):
             if start <= addr and addr + nbytes <= start + size:
                 array = ref()
                 if array is not None:
@@ -153,7 +216,8 @@ class _HostRegistry:
 
     def clear(self) -> None:
         with self._lock:
-            self._entries = []
+            self._entries = {}
+            self._count = 0
 
 
 device_heap = _Heap()

@@ -27,43 +27,50 @@ class TaskError(Exception):
 
 
 class Stream:
-    """One in-order queue; `handle` is the integer users hold."""
+    """One in-order queue; `handle` is the integer users hold. Every task gets a ticket;
+    a synchronize covers the tickets handed out before it was called."""
 
     def __init__(self, handle: int):
         self.handle = handle
-        self._tasks: deque[Callable[[], None]] = deque()
+        self._tasks: deque[tuple[int, Callable[[], None]]] = deque()
+        self._next_ticket = 0
         self._queue_lock = threading.Lock()
         self._drain_lock = threading.Lock()
-        self._error: tuple[int, str] | None = None
+        self._errors: deque[tuple[int, int, str]] = deque()  # (ticket, status, message)
 
     def enqueue(self, task: Callable[[], None]) -> None:
         """Append `task` to the queue."""
         with self._queue_lock:
-            self._tasks.append(task)
+            self._tasks.append((self._next_ticket, task))
+            self._next_ticket += 1
 
     def synchronize(self) -> tuple[int, str]:
-        """Run every queued task in order; the first failure (status, message), then clear it."""
+        """Run, in order, every task enqueued before this call (not those enqueued while it
+        runs: another thread's stream traffic cannot keep it waiting); the first failure
+        among them (status, message), which is then cleared."""
+        with self._queue_lock:
+            last = self._next_ticket - 1
         with self._drain_lock:
             while True:
                 with self._queue_lock:
-                    if not self._tasks:
+                    if not self._tasks or self._tasks[0][0] > last:
                         break
-                    task = self._tasks.popleft()
-                self._run(task)
-            error, self._error = self._error, None
-        return error if error is not None else (ACL_SUCCESS, "")
+                    ticket, task = self._tasks.popleft()
+                self._run(ticket, task)
+            first = None
+            while self._errors and self._errors[0][0] <= last:
+                error = self._errors.popleft()
+                first = first or error
+        return (first[1], first[2]) if first else (ACL_SUCCESS, "")
 
-    def _run(self, task: Callable[[], None]) -> None:
+    def _run(self, ticket: int, task: Callable[[], None]) -> None:
         try:
             task()
         except TaskError as exc:
-            self._record(exc.status, exc.message)
+            self._errors.append((ticket, exc.status, exc.message))
         except Exception as exc:  # a failing kernel must become a status, never a crash
-            self._record(ACL_ERROR_RT_INTERNAL_ERROR, f"task failed: {type(exc).__name__}: {exc}")
-
-    def _record(self, status: int, message: str) -> None:
-        if self._error is None:
-            self._error = (status, message)
+            self._errors.append((ticket, ACL_ERROR_RT_INTERNAL_ERROR,
+                                 f"task failed: {type(exc).__name__}: {exc}"))
 
 
 class StreamTable:

@@ -30,7 +30,10 @@ def ptr_to_numpy(ptr: int, shape, dtype) -> np.ndarray:
     array([[0., 0.],
            [0., 0.]], dtype=float32)
     """
-    dtype = np.dtype(dtype)
+    try:
+        dtype = np.dtype(dtype)
+    except Exception as exc:  # NumPy parses dtype strings: even SyntaxError is possible
+        raise TypeError(f"ptr_to_numpy: {dtype!r} is not a NumPy dtype ({exc})") from None
     shape = tuple(int(d) for d in (shape if isinstance(shape, (tuple, list)) else (shape,)))
     if any(d < 0 for d in shape):
         raise ValueError(f"ptr_to_numpy: negative dimension in shape {list(shape)}")

@@ -29,6 +29,7 @@ DTYPES = {
 }
 DTYPE_NAMES = {np.dtype(np.float32): "fp32", np.dtype(np.float16): "fp16",
                np.dtype(ml_dtypes.bfloat16): "bf16", np.dtype(np.float64): "fp64"}
+MAX_ELEMENTS = 2**26  # per tensor, unless the caller allows more (aclnn run --max-elements)
 SPECIALS = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf, "+inf": math.inf}
 ATTR_TYPES = ("int", "float32", "float", "bool", "string")
 
@@ -116,7 +117,7 @@ def _check_values(where: str, values) -> None:
                         f"values or an 'nd' distribution, got {values!r}")
 
 
-def _tensor(where: str, entry: dict) -> TensorInput:
+def _tensor(where: str, entry: dict, max_elements: int) -> TensorInput:
     dtype = DTYPES.get(str(entry.get("dtype")).lower())
     if dtype is None:
         raise CaseFileError(f"{where}.dtype must be one of {sorted(DTYPES)}, "
@@ -125,6 +126,9 @@ def _tensor(where: str, entry: dict) -> TensorInput:
     if not (isinstance(shape, list) and all(isinstance(d, int) and not isinstance(d, bool)
                                             and d >= 0 for d in shape)):
         raise CaseFileError(f"{where}.shape must be a list of non-negative ints, got {shape!r}")
+    if math.prod(shape) > max_elements:
+        raise CaseFileError(f"{where}.shape {shape} has {math.prod(shape)} elements, more than "
+                            f"the limit of {max_elements} (raise it with --max-elements)")
     if "range_values" not in entry:
         raise CaseFileError(f"{where}: missing field 'range_values'")
     values = entry["range_values"]
@@ -148,7 +152,7 @@ def _attr(where: str, entry: dict) -> dict:
     return entry
 
 
-def _inputs(label: str, op: OpSpec, inputs) -> tuple[dict, dict]:
+def _inputs(label: str, op: OpSpec, inputs, max_elements: int) -> tuple[dict, dict]:
     if not isinstance(inputs, list):
         raise CaseFileError(f"{label}: 'inputs' must be a list, got {type(inputs).__name__}")
     tensors: dict[str, TensorInput] = {}
@@ -174,7 +178,7 @@ def _inputs(label: str, op: OpSpec, inputs) -> tuple[dict, dict]:
             if canonical is None:
                 raise CaseFileError(f"{where}: {op.name} has no tensor {name!r} "
                                     f"(its tensors: {list(op.tensors)})")
-            tensors[canonical] = _tensor(f"{where} ({name})", entry)
+            tensors[canonical] = _tensor(f"{where} ({name})", entry, max_elements)
         elif kind in ("attr", "attrs"):
             attrs[name] = _attr(f"{where} ({name})", entry)
         else:
@@ -185,8 +189,10 @@ def _inputs(label: str, op: OpSpec, inputs) -> tuple[dict, dict]:
     return tensors, attrs
 
 
-def parse_cases(document: Any) -> list[Case]:
-    """The cases of a parsed JSON document; CaseFileError names what is wrong and where."""
+def parse_cases(document: Any, max_elements: int = MAX_ELEMENTS) -> list[Case]:
+    """The cases of a parsed JSON document; CaseFileError names what is wrong and where
+    (a tensor of more than `max_elements` elements included: drawing it could exhaust
+    memory)."""
     if not isinstance(document, list):
         raise CaseFileError(f"a case file holds a JSON list of cases, got "
                             f"{type(document).__name__}")
@@ -204,12 +210,12 @@ def parse_cases(document: Any) -> list[Case]:
         expected = raw.get("expected_status", 0)
         if not isinstance(expected, int) or isinstance(expected, bool):
             raise CaseFileError(f"{label}.expected_status must be an int, got {expected!r}")
-        tensors, attrs = _inputs(label, op, raw.get("inputs"))
+        tensors, attrs = _inputs(label, op, raw.get("inputs"), max_elements)
         cases.append(Case(index, raw.get("id", index), op, tensors, attrs, expected))
     return cases
 
 
-def load_cases(path: str | Path) -> list[Case]:
+def load_cases(path: str | Path, max_elements: int = MAX_ELEMENTS) -> list[Case]:
     """Read and parse a case file."""
     try:
         document = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -217,7 +223,7 @@ def load_cases(path: str | Path) -> list[Case]:
         raise CaseFileError(f"cannot read {path}: {exc.strerror}") from None
     except (ValueError, RecursionError) as exc:  # not UTF-8, not JSON, nested too deep
         raise CaseFileError(f"{path} is not valid JSON: {exc}") from None
-    return parse_cases(document)
+    return parse_cases(document, max_elements)
 
 
 # --- drawing the inputs -------------------------------------------------------------------

@@ -21,7 +21,7 @@ from ..acl._device import SOC_ENV, SOC_NAMES
 from ..dtypes import dtype_name
 from ..framework.soc import PROFILES
 from ..samples import SAMPLES
-from .cases import DTYPES, CaseFileError, load_cases
+from .cases import DTYPES, MAX_ELEMENTS, CaseFileError, load_cases
 from .operators import OPERATORS
 from .precision import compare, standard_for
 from .runner import run_case, summarize
@@ -98,7 +98,7 @@ def _print_summary(summary: dict) -> None:
 def cmd_run(args: argparse.Namespace) -> int:
     """Run a case file; print the summary; write the report; exit 0 only if all pass."""
     try:
-        cases = load_cases(args.cases)
+        cases = load_cases(args.cases, args.max_elements)
     except CaseFileError as exc:
         print(f"aclnn run: {args.cases}: {exc}", file=sys.stderr)
         return 2
@@ -225,6 +225,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--report", metavar="R.json", help="write a JSON report here")
     run.add_argument("--save-dir", metavar="D", help="save each case's inputs, output and "
                      "golden as .npy under D")
+    run.add_argument("--max-elements", type=int, default=MAX_ELEMENTS, metavar="N",
+                     help=f"refuse tensors of more than N elements (default {MAX_ELEMENTS})")
     run.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                      help="show a progress bar (default: when stderr is a terminal)")
     run.set_defaults(func=cmd_run)
