@@ -188,8 +188,9 @@ def output_memory(op: str, out_name: str, out: aclTensor, in_place: bool, **inpu
             f"{op}: {out_name}'s elements must not overlap each other, got strides "
             f"{list(out.strides)} over shape {list(out.view_shape)}.")
     for name, tensor in inputs.items():
-        if tensor.numel == 0:
-            continue
+        a, b = tensor.region, out.region
+        if tensor.numel == 0 or a.addr + a.size <= b.addr or b.addr + b.size <= a.addr:
+            continue  # nothing in common (the usual case: separate allocations)
         if in_place and _same_view(tensor, out):
             continue
         if _shares_memory(tensor, out):
