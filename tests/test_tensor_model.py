@@ -335,9 +335,37 @@ def test_int_array(values):
 
 def test_scalar():
     s = aclnn.aclCreateScalar(1.5, aclnn.ACL_FLOAT)
-    assert s is not None
-    if hasattr(aclnn, "aclDestroyScalar"):
-        assert aclnn.aclDestroyScalar(s) == 0
+    assert s is not None and s.value == 1.5
+    assert aclnn.aclDestroyScalar(s) == 0
+
+
+@pytest.mark.parametrize("value, dtype, held", [
+    (2, aclnn.ACL_FLOAT, 2.0), (0.1, aclnn.ACL_FLOAT, float(np.float32(0.1))),
+    (1 + 0j, aclnn.ACL_FLOAT, 1.0), (float("nan"), aclnn.ACL_FLOAT16, "nan"),
+    (float("inf"), aclnn.ACL_FLOAT, float("inf")), (-128, aclnn.ACL_INT8, -128),
+    (7.0, aclnn.ACL_INT32, 7), (True, aclnn.ACL_BOOL, True), (3, aclnn.ACL_COMPLEX64, 3 + 0j),
+])
+def test_scalar_holds_the_value_in_its_dtype(value, dtype, held):
+    s = aclnn.aclCreateScalar(value, dtype)
+    assert s is not None, aclnn.aclGetRecentErrMsg()
+    assert (np.isnan(s.value) if held == "nan" else s.value == held)
+
+
+@pytest.mark.parametrize("value, dtype, reason", [
+    (1.5, aclnn.ACL_INT32, "holds integers only"), (300, aclnn.ACL_INT8, "holds [-128, 127]"),
+    (-1, aclnn.ACL_UINT8, "holds [0, 255]"), (2, aclnn.ACL_BOOL, "holds [0, 1]"),
+    (float("nan"), aclnn.ACL_INT64, "holds integers only"),
+    (1e300, aclnn.ACL_FLOAT, "beyond the range of DT_FLOAT"),
+    (1e5, aclnn.ACL_FLOAT16, "beyond the range of DT_FLOAT16"),
+    (1 + 2j, aclnn.ACL_FLOAT, "has no imaginary part"), (2**70, aclnn.ACL_INT64, "64-bit"),
+    ("x", aclnn.ACL_FLOAT, "is not a number"), (None, aclnn.ACL_FLOAT, "is not a number"),
+])
+def test_scalar_refuses_values_its_dtype_cannot_hold(value, dtype, reason):
+    """Found by the fuzzing campaign: such values were wrapped, truncated or lost their
+    imaginary part without a word."""
+    assert aclnn.aclCreateScalar(value, dtype) is None
+    message = aclnn.aclGetRecentErrMsg()
+    assert message.startswith("aclCreateScalar: cannot make a scalar of") and reason in message
 
 
 # ---------------------------------------------------------------------------- constants

@@ -294,8 +294,40 @@ def aclDestroyIntArray(array: aclIntArray) -> int:  # noqa: N802
     return _destroy(aclIntArray, "aclDestroyIntArray", array)
 
 
+def _scalar_value(value, dtype: aclDataType):
+    """`value` as a Python number of `dtype`: floats round, but nothing else may change - an
+    integer dtype takes only integers within its range (bool: 0/1, True/False), a real
+    dtype no imaginary part, and a finite value must stay finite."""
+    if dtype == aclDataType.ACL_COMPLEX32:
+        return complex(value)
+    source = np.array(value)
+    if source.dtype.kind not in "biufc":
+        if isinstance(value, int):
+            raise ValueError("beyond 64-bit integers")
+        raise TypeError(f"{type(value).__name__} is not a number")
+    np_dtype = NUMPY_DTYPE[dtype]
+    if source.dtype.kind == "c" and np_dtype.kind != "c" and source.imag != 0:
+        raise ValueError(f"{dtype_name(dtype)} has no imaginary part")
+    if np_dtype.kind in "biu":
+        if not (np.isfinite(source) and source.real == np.round(source.real)):
+            raise ValueError(f"{dtype_name(dtype)} holds integers only")
+        low, high = (0, 1) if np_dtype.kind == "b" else (np.iinfo(np_dtype).min,
+                                                          np.iinfo(np_dtype).max)
+        if not low <= int(source.real) <= high:
+            raise ValueError(f"{dtype_name(dtype)} holds [{low}, {high}]")
+        return np.array(int(source.real)).astype(np_dtype).item()
+    with np.errstate(all="ignore"):
+        converted = source.astype(np_dtype) if np_dtype.kind == "c" else \
+            source.real.astype(np_dtype)
+    if np.isfinite(source) and not np.isfinite(converted):
+        raise ValueError(f"beyond the range of {dtype_name(dtype)}")
+    return converted.item()
+
+
 def aclCreateScalar(value, dataType) -> aclScalar | None:  # noqa: N802, N803
-    """An aclScalar holding `value` converted to `dataType`.
+    """An aclScalar holding `value` as `dataType` (floats round to it; a value the dtype
+    cannot hold - a fraction for an integer dtype, out of range, an imaginary part for a
+    real dtype - is rejected).
 
     >>> alpha = aclnn.aclCreateScalar(2, aclnn.ACL_FLOAT)
     >>> alpha
@@ -303,9 +335,7 @@ def aclCreateScalar(value, dataType) -> aclScalar | None:  # noqa: N802, N803
     """
     try:
         dtype = _enum("dataType", aclDataType, dataType)
-        np_dtype = NUMPY_DTYPE[dtype]
-        converted = np.array(value).astype(np_dtype).item() if dtype != aclDataType.ACL_COMPLEX32 \
-            else complex(value)
+        converted = _scalar_value(value, dtype)
     except (_Rejected, TypeError, ValueError, OverflowError) as exc:
         set_recent_error(f"aclCreateScalar: cannot make a scalar of {value!r}: {exc}")
         return None

@@ -66,7 +66,8 @@ def _inputs(where: str, named: dict[str, Any], scalar_dtype_from: str
     for name, value in named.items():
         if name not in arrays:
             try:
-                arrays[name] = np.asarray(value, dtype=dtype)
+                with np.errstate(over="ignore"):  # a float too big for float16 becomes inf
+                    arrays[name] = np.asarray(value, dtype=dtype)
             except (OverflowError, ValueError) as exc:
                 raise ParamInvalidError(f"{where}: {name} {value!r} does not convert to {dtype} "
                                         f"(the dtype of {scalar_dtype_from}): "
