@@ -50,64 +50,54 @@ def axis_plan(out_size, in_size, kernel, stride, pad, count_include_pad, overrid
 
 
 @njit(parallel=True, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
-def _avg_pool2d_backward(bufs, meta, dims, h_plan, divisor, w_gather, rounding):
+def _avg_pool2d_backward(bufs, meta, dims, h_plan, w_factor, w_gather, override, rounding):
     """bufs: (gradOutput, gradInput); meta rows [code, byte offset, byte strides N, C, H, W];
-    dims [N, C, H, W, OH, OW]; h_plan from `axis_plan`; divisor[oh, ow] of every window
-    (1 in the padding lanes); w_gather[j, iw] is the j-th output column covering input
-    column iw, or OW (a zero column) past the last one. Rows are padded to multiples of
-    LANES, so every loop runs whole vectors."""
+    dims [N, C, H, W, OH, OW]; h_plan from `axis_plan`; w_gather[j, iw] is the j-th output
+    column covering input column iw, or OW (a zero column) past the last one."""
     n_batch, channels, height, width = dims[0], dims[1], dims[2], dims[3]
     out_h, out_w = dims[4], dims[5]
-    _, h_lo, h_hi = h_plan
-    q_cols, t_cols = divisor.shape[1], w_gather.shape[1]
+    h_factor, h_lo, h_hi = h_plan
     go, gi = bufs[0], bufs[1]
+    w_divisor = w_factor.astype(np.float32)  # exact: window extents are small integers
     for plane in prange(n_batch * channels):
+        grad_row = np.empty(out_w, np.float32)
         n = plane // channels
         c = plane - n * channels
-        q = np.zeros((out_h, q_cols), np.float32)  # column OW and the padding stay 0
+        q = np.empty((out_h, out_w + 1), np.float32)
+        q[:, out_w] = 0.0  # the gather's pad column
         base = meta[0, 1] + n * meta[0, 2] + c * meta[0, 3]
         for oh in range(out_h):
-            load_span(go, meta[0, 0], base + oh * meta[0, 4], meta[0, 5], out_w, q[oh])
-            row, div = q[oh], divisor[oh]
-            for ow in range(q_cols):
-                row[ow] = row[ow] / div[ow]
+            load_span(go, meta[0, 0], base + oh * meta[0, 4], meta[0, 5], out_w, grad_row)
+            row_factor = np.float32(override if override != 0 else h_factor[oh])
+            for ow in range(out_w):
+                q[oh, ow] = grad_row[ow] / (row_factor * w_divisor[ow])
             if rounding == ROUND_FP16:
-                for ow in range(q_cols):
-                    row[ow] = round_to_half(row[ow])
+                for ow in range(out_w):
+                    q[oh, ow] = round_to_half(q[oh, ow])
             elif rounding == ROUND_HF32:
-                for ow in range(q_cols):
-                    row[ow] = round_to_hf32(row[ow])
-        t = np.empty((out_h, t_cols), np.float32)
+                for ow in range(out_w):
+                    q[oh, ow] = round_to_hf32(q[oh, ow])
+        t = np.empty((out_h, width), np.float32)
         for oh in range(out_h):
-            row, sums, first = q[oh], t[oh], w_gather[0]
-            for iw in range(t_cols):
-                sums[iw] = row[first[iw]]
+            first = w_gather[0]
+            for iw in range(width):
+                t[oh, iw] = q[oh, first[iw]]
             for j in range(1, w_gather.shape[0]):
                 more = w_gather[j]
-                for iw in range(t_cols):
-                    sums[iw] += row[more[iw]]
-        row = np.empty(t_cols, np.float32)
+                for iw in range(width):
+                    t[oh, iw] += q[oh, more[iw]]
+        row = np.empty(width, np.float32)
         out = meta[1, 1] + n * meta[1, 2] + c * meta[1, 3]
         for ih in range(height):
             lo, hi = h_lo[ih], h_hi[ih]
             if lo == hi:
                 row[:] = 0.0
             else:
-                first_row = t[lo]
-                for iw in range(t_cols):
-                    row[iw] = first_row[iw]
+                row[:] = t[lo]
             for oh in range(lo + 1, hi):
-                more_row = t[oh]
-                for iw in range(t_cols):
-                    row[iw] += more_row[iw]
+                for iw in range(width):
+                    row[iw] += t[oh, iw]
             store_span(gi, meta[1, 0], out + ih * meta[1, 4], meta[1, 5], width, row)
-
-
-LANES = 64  # loop bodies vectorise 16 lanes x 4: rows padded to this never run a scalar tail
-
-
-def _padded(size: int) -> int:
-    return -(-size // LANES) * LANES
 
 
 class AvgPool2dBackwardLaunch:
@@ -120,15 +110,10 @@ class AvgPool2dBackwardLaunch:
                          for op in (grad_output, grad_input)], dtype=np.int64)
         w_factor, w_lo, w_hi = axis_plan(out_w, w, k_w, s_w, p_w, bool(count_include_pad),
                                          override)
-        h_plan = axis_plan(out_h, h, k_h, s_h, p_h, bool(count_include_pad), override)
-        divisor = np.ones((out_h, _padded(out_w + 1)), np.float32)
-        divisor[:, :out_w] = (np.full((out_h, out_w), float(override)) if override
-                              else np.outer(h_plan[0], w_factor))  # exact: small integers
-        table = _gather_table(w_lo, w_hi, out_w)
-        gather = np.full((table.shape[0], _padded(w)), out_w, np.int32)  # padding: the 0 column
-        gather[:, :w] = table
-        self._args = ((grad_output.buffer, grad_input.buffer), meta, np.asarray(dims, np.int64),
-                      h_plan, divisor, gather, rounding)
+        self._args = (
+            (grad_output.buffer, grad_input.buffer), meta, np.asarray(dims, np.int64),
+            axis_plan(out_h, h, k_h, s_h, p_h, bool(count_include_pad), override),
+            w_factor, _gather_table(w_lo, w_hi, out_w), override, rounding)
 
     def __call__(self) -> None:
         _avg_pool2d_backward(*self._args)
