@@ -44,3 +44,14 @@ def mk():
     maker = TensorMaker()
     yield maker
     maker.release()
+
+
+@pytest.fixture
+def stream():
+    """A private stream for one test (synchronized and destroyed afterwards), so a failed
+    job cannot reach the default stream."""
+    s, ret = acl.rt.create_stream()
+    assert ret == 0
+    yield s
+    acl.rt.synchronize_stream(s)
+    acl.rt.destroy_stream(s)

@@ -113,15 +113,6 @@ def case(request):
     c.release()
 
 
-@pytest.fixture
-def stream():
-    """A private stream, so that a failed job cannot affect the default stream."""
-    s, ret = acl.rt.create_stream()
-    assert ret == 0
-    yield s
-    acl.rt.synchronize_stream(s)
-    acl.rt.destroy_stream(s)
-
 
 @pytest.mark.parametrize("case", ALL_OPS, indirect=True)
 def test_workspace_size_zero_and_none_workspace_accepted(case, stream):

@@ -113,14 +113,6 @@ class SmoothL1:
             d.free()
 
 
-@pytest.fixture
-def stream():
-    s, ret = acl.rt.create_stream()
-    assert ret == 0
-    yield s
-    acl.rt.synchronize_stream(s)
-    acl.rt.destroy_stream(s)
-
 
 @pytest.fixture
 def op():

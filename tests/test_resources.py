@@ -280,14 +280,6 @@ def test_memcpy_cost_does_not_grow_with_the_number_of_registrations():
 # --------------------------------------------------------------------------- freed memory
 
 
-@pytest.fixture
-def stream():
-    s, ret = acl.rt.create_stream()
-    assert ret == 0
-    yield s
-    acl.rt.synchronize_stream(s)
-    acl.rt.destroy_stream(s)
-
 
 def _free_one(call: Call, which: int) -> None:
     assert acl.rt.free(call.ptrs[which]) == 0

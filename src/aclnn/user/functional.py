@@ -132,7 +132,7 @@ def _promoted_dtype(arrays: Sequence[np.ndarray]) -> np.dtype:
     return NUMPY_DTYPE[promoted] if promoted is not None else arrays[0].dtype
 
 
-def _pointwise(where: str, named: dict[str, Any], out, call: Callable[[list], list]):
+def _pointwise(where: str, named: dict[str, Any], out, call: Callable[[list], None]):
     """Shared by the three pointwise operators: arrays in, output of the broadcast shape
     and promoted dtype, `call(tensors + [output tensor])` gives phase 1's arguments."""
     torch_wanted = any(is_torch_tensor(v) for v in (*named.values(), out))
