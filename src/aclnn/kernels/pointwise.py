@@ -275,8 +275,10 @@ class PointwiseLaunch:
 
 
 def smooth_l1_backward(shape, grad, x, target, out, beta: float, scale: float) -> PointwiseLaunch:
-    """out = grad * (d/beta if |d| < beta else sign(d)) * scale, d = x - target."""
-    beta, scale = np.float32(beta), np.float32(scale)
+    """out = grad * (d/beta if |d| < beta else sign(d)) * scale, d = x - target (a beta
+    beyond float32's range is inf: every finite d is then inside it, with slope 0)."""
+    with np.errstate(over="ignore"):
+        beta, scale = np.float32(beta), np.float32(scale)
 
     def flat(views, strides, operands):
         g, xs, ys, o = views
