@@ -22,7 +22,16 @@ import ml_dtypes
 import numpy as np
 from numba import njit, prange
 
-from .bits import BF16, F16, F32, load_as_f32, load_span, store_span
+from .bits import (
+    BF16,
+    F16,
+    F32,
+    bf16_to_f32,
+    f32_to_bf16,
+    load_as_f32,
+    load_span,
+    store_span,
+)
 from .fastmath import gelu_erf_derivative, gelu_erf_derivative_short, gelu_tanh_derivative
 from .layout import MAX_RANK, coalesce
 from .typed import VIEW_DTYPE, narrow, widen
@@ -33,6 +42,7 @@ CACHE_LINE = 64
 _INNER = 2 + MAX_RANK - 1  # meta column of the innermost byte stride
 
 _F1 = np.float32(1.0)
+_NO_TABLE = np.zeros(1, np.float32)  # the table argument of calls without a bfloat16 result
 
 
 @dataclass(frozen=True)
@@ -170,8 +180,9 @@ def _smooth_l1_backward(bufs, meta, shape, tile_rows, tile_cols, beta, scale):
 
 
 @njit(parallel=True, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
-def _gelu_backward(bufs, meta, shape, tile_rows, tile_cols, use_tanh):
-    """bufs: (gradOutput, self, gradInput)."""
+def _gelu_backward(bufs, meta, shape, tile_rows, tile_cols, use_tanh, table):
+    """bufs: (gradOutput, self, gradInput); a bfloat16 result takes its derivatives from
+    `table` (see `bf16_derivative_table`; x is bfloat16 then, so converting back is exact)."""
     count, mid_tiles, col_tiles = _tile_count(shape, tile_rows, tile_cols)
     for c in prange(count):
         first, rows, start, n = _tile_span(shape, mid_tiles, col_tiles, tile_rows, tile_cols, c)
@@ -184,7 +195,10 @@ def _gelu_backward(bufs, meta, shape, tile_rows, tile_cols, use_tanh):
             g = _row(bufs, meta, 0, shape, first, r, start, n, scratch[0], staged[0])
             x = _row(bufs, meta, 1, shape, first, r, start, n, scratch[1], staged[1])
             o = _out_row(bufs, meta, 2, shape, first, r, start, n, o_scratch)
-            if use_tanh:
+            if meta[2, 0] == BF16:
+                for i in range(n):
+                    o[i] = g[i] * table[f32_to_bf16(x[i])]
+            elif use_tanh:
                 for i in range(n):
                     o[i] = g[i] * gelu_tanh_derivative(x[i])
             elif meta[2, 0] == F32:
@@ -208,6 +222,35 @@ def _smooth_l1_flat(g, x, y, o, beta, scale):
         for i in prange(o.size):
             d = widen(x[i]) - widen(y[i])
             o[i] = narrow(widen(g[i]) * (d / beta if abs(d) < beta else _signum(d)) * scale, o)
+
+
+@njit(parallel=True, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
+def _gelu_table_flat(g, x, o, table):
+    """Contiguous bfloat16 (int16 views): o = g * table[bits of x]."""
+    for i in prange(o.size):
+        o[i] = narrow(widen(g[i]) * table[np.uint16(x[i])], o)
+
+
+@njit(cache=True, error_model="numpy", fastmath={"contract"})
+def _fill_bf16_table(table, use_tanh):
+    for bits in range(table.size):
+        x = bf16_to_f32(np.uint16(bits))
+        table[bits] = gelu_tanh_derivative(x) if use_tanh else gelu_erf_derivative_short(x)
+
+
+_BF16_TABLES: dict[bool, np.ndarray] = {}
+
+
+def bf16_derivative_table(use_tanh: bool) -> np.ndarray:
+    """GELU'(x) in float32 for every bfloat16 bit pattern x (256 KiB, built once per mode):
+    a bfloat16 input has only 65536 values, and looking them up is faster than computing
+    them (the inputs of real data fill a few KiB of it, which stay in L1)."""
+    table = _BF16_TABLES.get(use_tanh)
+    if table is None:
+        table = np.empty(1 << 16, np.float32)
+        _fill_bf16_table(table, use_tanh)
+        _BF16_TABLES[use_tanh] = table
+    return table
 
 
 @njit(parallel=True, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
@@ -304,11 +347,14 @@ def l1_backward(shape, grad, x, target, out, scale: float) -> PointwiseLaunch:
 def gelu_backward(shape, grad, x, out, use_tanh: bool) -> PointwiseLaunch:
     """out = grad * GELU'(x), exact (erf) or tanh-approximated; the erf form is evaluated
     with shorter polynomials when the result is rounded to float16/bfloat16."""
+    table = bf16_derivative_table(bool(use_tanh)) if out.code == BF16 else _NO_TABLE
+
     def flat(views, strides, operands):
         if any(v is None for v in views):
             return None
         g, xs, o = views
-        short = operands[2].code != F32
-        return lambda: _gelu_flat(g, xs, o, bool(use_tanh), short)
+        if out.code == BF16:
+            return lambda: _gelu_table_flat(g, xs, o, table)
+        return lambda: _gelu_flat(g, xs, o, bool(use_tanh), out.code != F32)
 
-    return PointwiseLaunch(_gelu_backward, shape, [grad, x, out], (bool(use_tanh),), flat)
+    return PointwiseLaunch(_gelu_backward, shape, [grad, x, out], (bool(use_tanh), table), flat)
