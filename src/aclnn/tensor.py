@@ -153,7 +153,7 @@ def _enum(name: str, enum, value):
         raise _Rejected(f"{name} {value!r} is not a valid {enum.__name__}") from None
 
 
-def _reach(shape: Sequence[int], strides: Sequence[int], offset: int) -> tuple[int, int]:
+def element_reach(shape: Sequence[int], strides: Sequence[int], offset: int) -> tuple[int, int]:
     """The lowest and highest element index a non-empty view touches."""
     low = high = offset
     for d, s in zip(shape, strides):
@@ -183,7 +183,7 @@ def _build_tensor(view_dims, data_type, stride, offset, fmt, storage_dims, addr)
     itemsize = ITEMSIZE[dtype]
     storage_numel = _product(storage)
     if _product(view) > 0:
-        low, high = _reach(view, strides, offset)
+        low, high = element_reach(view, strides, offset)
         if low < 0 or high >= storage_numel:
             raise _Rejected(
                 f"view (dims {list(view)}, strides {list(strides)}, offset {offset}) reaches "

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..dtypes import dtype_name
-from ..tensor import aclTensor
+from ..tensor import aclTensor, element_reach
 from .broadcast import broadcast_shapes
 from .promotion import can_cast, promote_all
 from .soc import SocProfile
@@ -137,11 +137,8 @@ def shape_equals(op: str, name: str, tensor: aclTensor, shape: Sequence[int], wh
 
 def _byte_range(tensor: aclTensor) -> tuple[int, int]:
     """[first, last] address a non-empty tensor touches."""
-    low = high = tensor.region.addr + tensor.byte_offset()
-    for size, stride in zip(tensor.view_shape, tensor.strides):
-        step = (size - 1) * stride * tensor.itemsize
-        low, high = (low + step, high) if step < 0 else (low, high + step)
-    return low, high + tensor.itemsize - 1
+    low, high = element_reach(tensor.view_shape, tensor.strides, tensor.offset)
+    return tensor.addr + low * tensor.itemsize, tensor.addr + (high + 1) * tensor.itemsize - 1
 
 
 def _self_overlapping(tensor: aclTensor) -> bool:
