@@ -653,3 +653,12 @@ def test_the_shipped_sweep_is_what_its_generator_writes(tmp_path):
                            str(tmp_path / "sweep.json")], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "sweep.json").read_text() == SWEEP.read_text()
+
+
+@pytest.mark.parametrize("option", ["--report", "--save-dir"])
+def test_an_unwritable_destination_exits_2(tmp_path, option):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    done = aclnn("run", BASIC, option, blocker / "below")
+    assert done.returncode == 2, done.stderr
+    assert "aclnn run: cannot" in done.stderr and "Traceback" not in done.stderr

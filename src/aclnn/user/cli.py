@@ -114,6 +114,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             except CaseFileError as exc:
                 print(f"\naclnn run: {args.cases}: {exc}", file=sys.stderr)
                 return 2
+            except OSError as exc:  # --save-dir not writable
+                print(f"\naclnn run: cannot save case {case.index}: {exc}", file=sys.stderr)
+                return 2
             progress.step(f"{case.op.name} {results[-1].outcome}")
     finally:
         progress.close()
@@ -129,7 +132,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         report = {"cases_file": str(args.cases), "seed": args.seed,
                   "soc": acl.get_soc_name(), "summary": summary,
                   "cases": [r.to_json() for r in results]}
-        Path(args.report).write_text(json.dumps(report, indent=2, allow_nan=False))
+        try:
+            Path(args.report).write_text(json.dumps(report, indent=2, allow_nan=False))
+        except OSError as exc:
+            print(f"aclnn run: cannot write the report: {exc}", file=sys.stderr)
+            return 2
     return 0 if summary["failed"] == 0 else 1
 
 
