@@ -44,12 +44,12 @@ REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
 
 @dataclass
 class _Output:
-    """Where the kernel writes (`array`) and what the caller gets back (`result`)."""
+    """The tensor the kernel writes (over `array`) and what the caller gets back."""
 
+    tensor: aclTensor
     array: np.ndarray
     result: Any
     copy_back: np.ndarray | None = None  # the caller's `out`, when `array` is a stand-in
-
 
 def _inputs(where: str, named: dict[str, Any], scalar_dtype_from: str
             ) -> dict[str, np.ndarray | None]:
@@ -75,11 +75,14 @@ def _inputs(where: str, named: dict[str, Any], scalar_dtype_from: str
     return {name: arrays[name] for name in named}
 
 
-def _output(where: str, out: Any, shape, dtype: np.dtype, torch_wanted: bool) -> _Output:
-    """A fresh contiguous output, or the caller's `out` (which must be writeable)."""
+def _output(where: str, out: Any, shape, dtype: np.dtype, torch_wanted: bool, fmt: int
+            ) -> _Output:
+    """A fresh contiguous output, or the caller's `out` (which must be writeable), viewed
+    as a tensor once; an `out` with strides of partial elements gets a stand-in that is
+    copied back."""
     if out is None:
         array = np.empty(shape, dtype)
-        return _Output(array, like(array, torch_wanted))
+        return _Output(tensor_over_array(array, fmt), array, like(array, torch_wanted))
     if not (isinstance(out, np.ndarray) or is_torch_tensor(out) or hasattr(out, "__dlpack__")):
         raise ParamInvalidError(f"{where}: out must be an array to write in place (NumPy, "
                                 f"torch or DLPack), got {type(out).__name__} {out!r}.")
@@ -87,19 +90,25 @@ def _output(where: str, out: Any, shape, dtype: np.dtype, torch_wanted: bool) ->
     if not array.flags.writeable:
         raise ParamInvalidError(f"{where}: out must be a writeable array, got a read-only "
                                 f"view of shape {list(array.shape)}.")
-    if array.dtype in ACL_DTYPE and tensor_over_array(array) is None:
-        return _Output(np.empty(array.shape, array.dtype), out, copy_back=array)
-    return _Output(array, out)
+    tensor = _tensor(where, "out", array, fmt, copy=False)
+    if tensor is None:
+        stand_in = np.empty(array.shape, array.dtype)
+        return _Output(tensor_over_array(stand_in, fmt), stand_in, out, copy_back=array)
+    return _Output(tensor, array, out)
 
-
-def _tensor(where: str, name: str, array: np.ndarray | None, fmt: int) -> aclTensor | None:
-    """The array viewed in place, or (odd strides, unaligned) a contiguous copy."""
+def _tensor(where: str, name: str, array: np.ndarray | None, fmt: int, copy: bool = True
+            ) -> aclTensor | None:
+    """The array viewed in place; one with odd strides or unaligned: a contiguous copy, or
+    None when `copy` is False."""
     if array is None:
         return None
     if array.dtype not in ACL_DTYPE:
         raise ParamInvalidError(f"{where}: {name} has dtype {array.dtype}, which no "
                                 "aclDataType describes.")
-    return tensor_over_array(array, fmt) or tensor_over_array(np.ascontiguousarray(array), fmt)
+    tensor = tensor_over_array(array, fmt)
+    if tensor is None and copy:
+        tensor = tensor_over_array(np.ascontiguousarray(array), fmt)
+    return tensor
 
 
 def _run(op: str, workspace_size_fn: Callable, execute_fn: Callable, args: Sequence) -> None:
@@ -139,10 +148,9 @@ def _pointwise(where: str, named: dict[str, Any], out, call: Callable[[list], No
     arrays = _inputs(where, named, "input")
     values = [a for a in arrays.values() if a is not None] or [np.empty(0, np.float32)]
     shape = broadcast_shapes(*(a.shape for a in values)) or values[0].shape
-    output = _output(where, out, shape, _promoted_dtype(values), torch_wanted)
     nd = F.ACL_FORMAT_ND
-    call([_tensor(where, name, a, nd) for name, a in arrays.items()]
-         + [_tensor(where, "out", output.array, nd)])
+    output = _output(where, out, shape, _promoted_dtype(values), torch_wanted, nd)
+    call([_tensor(where, name, a, nd) for name, a in arrays.items()] + [output.tensor])
     return _finish(output)
 
 
@@ -235,15 +243,15 @@ def avg_pool2d_backward(grad_output, input, kernel_size, stride=None, padding=0,
     arrays = _inputs(where, {"grad_output": grad_output, "input": input}, "input")
     grad, x = arrays["grad_output"], arrays["input"]
     shape_from, dtype_from = (x if x is not None else grad), (grad if grad is not None else x)
-    output = _output(where, out, () if shape_from is None else shape_from.shape,
-                     np.float32 if dtype_from is None else dtype_from.dtype, torch_wanted)
-    rank = output.array.ndim
-    fmt = {3: F.ACL_FORMAT_NCL, 4: F.ACL_FORMAT_NCHW}.get(rank, F.ACL_FORMAT_ND)
+    shape = () if shape_from is None else shape_from.shape
+    fmt = {3: F.ACL_FORMAT_NCL, 4: F.ACL_FORMAT_NCHW}.get(len(shape), F.ACL_FORMAT_ND)
+    output = _output(where, out, shape, np.float32 if dtype_from is None else dtype_from.dtype,
+                     torch_wanted, fmt)
     args = (_tensor(where, "grad_output", grad, fmt), _tensor(where, "input", x, fmt),
             _int_array(where, "kernel_size", kernel_size),
             _int_array(where, "stride", stride), _int_array(where, "padding", padding),
             ceil_mode, count_include_pad, 0 if divisor_override is None else divisor_override,
-            cube_math_type, _tensor(where, "out", output.array, fmt))
+            cube_math_type, output.tensor)
     _run("aclnnAvgPool2dBackward", aclnnAvgPool2dBackwardGetWorkspaceSize,
          aclnnAvgPool2dBackward, args)
     return _finish(output)
