@@ -143,57 +143,59 @@ def round_to_half(value):
 
 
 @njit(inline="always", error_model="numpy", fastmath={"contract"})
-def load_span(buf, code, base, stride, n, out):
-    """Read n elements of the given code from buf at base + i*stride into float32 `out`.
+def load_span(buf, code, base, stride, n, out, at=0):
+    """Read n elements of the given code from buf at base + i*stride into float32
+    out[at:at + n].
 
     Contiguous and broadcast (stride 0) operands get loops of their own, which vectorise.
     """
     if stride == 0:
         value = load_as_f32(buf, code, base)
         for i in range(n):
-            out[i] = value
+            out[at + i] = value
     elif code == F32:
         if stride == 4:
             for i in range(n):
-                out[i] = load_f32(buf, base + 4 * i)
+                out[at + i] = load_f32(buf, base + 4 * i)
         else:
             for i in range(n):
-                out[i] = load_f32(buf, base + stride * i)
+                out[at + i] = load_f32(buf, base + stride * i)
     elif code == F16:
         if stride == 2:
             for i in range(n):
-                out[i] = half_to_f32(load_u16(buf, base + 2 * i))
+                out[at + i] = half_to_f32(load_u16(buf, base + 2 * i))
         else:
             for i in range(n):
-                out[i] = half_to_f32(load_u16(buf, base + stride * i))
+                out[at + i] = half_to_f32(load_u16(buf, base + stride * i))
     elif stride == 2:
         for i in range(n):
-            out[i] = bf16_to_f32(load_u16(buf, base + 2 * i))
+            out[at + i] = bf16_to_f32(load_u16(buf, base + 2 * i))
     else:
         for i in range(n):
-            out[i] = bf16_to_f32(load_u16(buf, base + stride * i))
+            out[at + i] = bf16_to_f32(load_u16(buf, base + stride * i))
 
 
 @njit(inline="always", error_model="numpy", fastmath={"contract"})
-def store_span(buf, code, base, stride, n, values):
-    """Write n float32 `values` to buf at base + i*stride, rounded to the given code."""
+def store_span(buf, code, base, stride, n, values, at=0):
+    """Write the n float32 values[at:at + n] to buf at base + i*stride, rounded to the
+    given code."""
     if code == F32:
         if stride == 4:
             for i in range(n):
-                store_f32(buf, base + 4 * i, values[i])
+                store_f32(buf, base + 4 * i, values[at + i])
         else:
             for i in range(n):
-                store_f32(buf, base + stride * i, values[i])
+                store_f32(buf, base + stride * i, values[at + i])
     elif code == F16:
         if stride == 2:
             for i in range(n):
-                store_u16(buf, base + 2 * i, f32_to_half(values[i]))
+                store_u16(buf, base + 2 * i, f32_to_half(values[at + i]))
         else:
             for i in range(n):
-                store_u16(buf, base + stride * i, f32_to_half(values[i]))
+                store_u16(buf, base + stride * i, f32_to_half(values[at + i]))
     elif stride == 2:
         for i in range(n):
-            store_u16(buf, base + 2 * i, f32_to_bf16(values[i]))
+            store_u16(buf, base + 2 * i, f32_to_bf16(values[at + i]))
     else:
         for i in range(n):
-            store_u16(buf, base + stride * i, f32_to_bf16(values[i]))
+            store_u16(buf, base + stride * i, f32_to_bf16(values[at + i]))

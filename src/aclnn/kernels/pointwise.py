@@ -29,7 +29,9 @@ from .bits import (
     bf16_to_f32,
     f32_to_bf16,
     load_as_f32,
+    load_f32,
     load_span,
+    store_f32,
     store_span,
 )
 from .fastmath import gelu_erf_derivative, gelu_erf_derivative_short, gelu_tanh_derivative
@@ -103,51 +105,69 @@ def _strides_past_line(meta, k):
 
 
 @njit(inline="always", error_model="numpy", fastmath={"contract"})
-def _stage(bufs, meta, k, shape, first, rows, start, n, staged):
-    """For an operand that strides past a cache line along the columns (a transposed view),
-    read the tile column by column - each column is a run along the operand's own rows, so
-    every cache line fetched is used whole - into `staged[row, column]` as float32."""
-    if not _strides_past_line(meta, k):
-        return
-    base = _chunk_base(meta, k, shape, first, start)
-    code, inner, mid = meta[k, 0], meta[k, _INNER], meta[k, _MID]
-    for j in range(n):
-        column = base + j * inner
-        for r in range(rows):
-            staged[r, j] = load_as_f32(bufs[k], code, column + r * mid)
+def _in_place(meta, k):
+    """Whether operand k's tile rows are contiguous float32, used where they lie."""
+    return meta[k, 0] == F32 and meta[k, _INNER] == 4
 
 
 @njit(inline="always", error_model="numpy", fastmath={"contract"})
-def _row(bufs, meta, k, shape, first, r, start, n, scratch, staged):
-    """Row `first + r` of a tile of operand k (rows of a tile never cross an outer index) as
-    float32: the staged row of a transposed operand, a view of the operand's own memory
-    when it is contiguous float32, else its elements converted into `scratch`."""
+def _stage(buf, code, base, inner, mid, rows, n, work, area, tile_cols):
+    """Read a tile column by column - each column is a run along the operand's own rows,
+    so every cache line fetched is used whole - into work[area + row * tile_cols + column]
+    as float32. Full tiles of float32 rows take a loop of constant length, unrolled."""
+    if rows == TILE_ROWS and code == F32 and mid == 4:
+        for j in range(n):
+            column = base + j * inner
+            for r in range(TILE_ROWS):
+                work[area + r * tile_cols + j] = load_f32(buf, column + 4 * r)
+    else:
+        for j in range(n):
+            column = base + j * inner
+            for r in range(rows):
+                work[area + r * tile_cols + j] = load_as_f32(buf, code, column + r * mid)
+
+
+@njit(inline="always", error_model="numpy", fastmath={"contract"})
+def _tile_source(bufs, meta, k, base, rows, n, work, work_bytes, tile_cols):
+    """Where the tile's rows of input k are read as float32 bytes: (buffer, byte offset of
+    its first row, byte step between rows). Contiguous float32 is read where it lies and a
+    transposed view is staged whole; anything else is converted row by row into the work
+    area (step 0, see `_convert_row`). Operand k's work area is the CHUNK floats from
+    work[k * CHUNK] (a tile holds CHUNK elements). No array view is made per row: each
+    would cost reference counting that the threads share."""
+    area = k * CHUNK
     if _strides_past_line(meta, k):
-        return staged[r, :n]
-    base = _chunk_base(meta, k, shape, first, start) + r * meta[k, _MID]
-    if meta[k, 0] == F32 and meta[k, _INNER] == 4:
-        return bufs[k][base: base + 4 * n].view(np.float32)
-    load_span(bufs[k], meta[k, 0], base, meta[k, _INNER], n, scratch)
-    return scratch[:n]
+        _stage(bufs[k], meta[k, 0], base, meta[k, _INNER], meta[k, _MID], rows, n, work, area,
+               tile_cols)
+        return work_bytes, 4 * area, 4 * tile_cols
+    if _in_place(meta, k):
+        return bufs[k], base, meta[k, _MID]
+    return work_bytes, 4 * area, 0
 
 
 @njit(inline="always", error_model="numpy", fastmath={"contract"})
-def _out_row(bufs, meta, k, shape, first, r, start, n, scratch):
-    """Where row `first + r` of the output is computed: its own memory when contiguous
-    float32 (written in place), else `scratch` (then stored by `_flush_row`)."""
-    base = _chunk_base(meta, k, shape, first, start) + r * meta[k, _MID]
-    if meta[k, 0] == F32 and meta[k, _INNER] == 4:
-        return bufs[k][base: base + 4 * n].view(np.float32)
-    return scratch[:n]
+def _convert_row(bufs, meta, k, base, r, n, work):
+    """Row r of input k converted into its work area, when it is read from there."""
+    if not _strides_past_line(meta, k) and not _in_place(meta, k):
+        load_span(bufs[k], meta[k, 0], base + r * meta[k, _MID], meta[k, _INNER], n, work,
+                  k * CHUNK)
 
 
 @njit(inline="always", error_model="numpy", fastmath={"contract"})
-def _flush_row(bufs, meta, k, shape, first, r, start, n, values):
-    """Store a row computed in scratch (nothing to do when it was computed in place)."""
-    if meta[k, 0] == F32 and meta[k, _INNER] == 4:
-        return
-    base = _chunk_base(meta, k, shape, first, start) + r * meta[k, _MID]
-    store_span(bufs[k], meta[k, 0], base, meta[k, _INNER], n, values)
+def _tile_target(bufs, meta, k, base, work_bytes):
+    """Where the output's tile rows are computed (as _tile_source): in place when contiguous
+    float32, else in the work area after the inputs' (then stored by `_flush_row`)."""
+    if _in_place(meta, k):
+        return bufs[k], base, meta[k, _MID]
+    return work_bytes, 4 * k * CHUNK, 0
+
+
+@njit(inline="always", error_model="numpy", fastmath={"contract"})
+def _flush_row(bufs, meta, k, base, r, n, work):
+    """Store row r of the output from its work area (nothing to do when computed in place)."""
+    if not _in_place(meta, k):
+        store_span(bufs[k], meta[k, 0], base + r * meta[k, _MID], meta[k, _INNER], n, work,
+                   k * CHUNK)
 
 
 @njit(inline="always", error_model="numpy", fastmath={"contract"})
@@ -162,21 +182,26 @@ def _smooth_l1_backward(bufs, meta, shape, tile_rows, tile_cols, beta, scale):
     count, mid_tiles, col_tiles = _tile_count(shape, tile_rows, tile_cols)
     for c in prange(count):
         first, rows, start, n = _tile_span(shape, mid_tiles, col_tiles, tile_rows, tile_cols, c)
-        scratch = np.empty((3, tile_cols), np.float32)
-        staged = np.empty((3, tile_rows, tile_cols), np.float32)
-        o_scratch = np.empty(tile_cols, np.float32)
-        for k in range(3):
-            _stage(bufs, meta, k, shape, first, rows, start, n, staged[k])
+        work = np.empty(4 * CHUNK, np.float32)
+        work_bytes = work.view(np.uint8)
+        b0 = _chunk_base(meta, 0, shape, first, start)
+        b1 = _chunk_base(meta, 1, shape, first, start)
+        b2 = _chunk_base(meta, 2, shape, first, start)
+        b3 = _chunk_base(meta, 3, shape, first, start)
+        g, g0, gs = _tile_source(bufs, meta, 0, b0, rows, n, work, work_bytes, tile_cols)
+        x, x0, xs = _tile_source(bufs, meta, 1, b1, rows, n, work, work_bytes, tile_cols)
+        y, y0, ys = _tile_source(bufs, meta, 2, b2, rows, n, work, work_bytes, tile_cols)
+        o, o0, os = _tile_target(bufs, meta, 3, b3, work_bytes)
         for r in range(rows):
-            g = _row(bufs, meta, 0, shape, first, r, start, n, scratch[0], staged[0])
-            x = _row(bufs, meta, 1, shape, first, r, start, n, scratch[1], staged[1])
-            y = _row(bufs, meta, 2, shape, first, r, start, n, scratch[2], staged[2])
-            o = _out_row(bufs, meta, 3, shape, first, r, start, n, o_scratch)
+            _convert_row(bufs, meta, 0, b0, r, n, work)
+            _convert_row(bufs, meta, 1, b1, r, n, work)
+            _convert_row(bufs, meta, 2, b2, r, n, work)
+            gr, xr, yr, orow = g0 + r * gs, x0 + r * xs, y0 + r * ys, o0 + r * os
             for i in range(n):
-                d = x[i] - y[i]
+                d = load_f32(x, xr + 4 * i) - load_f32(y, yr + 4 * i)
                 slope = d / beta if abs(d) < beta else _signum(d)
-                o[i] = g[i] * slope * scale
-            _flush_row(bufs, meta, 3, shape, first, r, start, n, o)
+                store_f32(o, orow + 4 * i, load_f32(g, gr + 4 * i) * slope * scale)
+            _flush_row(bufs, meta, 3, b3, r, n, work)
 
 
 @njit(parallel=True, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
@@ -186,28 +211,35 @@ def _gelu_backward(bufs, meta, shape, tile_rows, tile_cols, use_tanh, table):
     count, mid_tiles, col_tiles = _tile_count(shape, tile_rows, tile_cols)
     for c in prange(count):
         first, rows, start, n = _tile_span(shape, mid_tiles, col_tiles, tile_rows, tile_cols, c)
-        scratch = np.empty((2, tile_cols), np.float32)
-        staged = np.empty((2, tile_rows, tile_cols), np.float32)
-        o_scratch = np.empty(tile_cols, np.float32)
-        for k in range(2):
-            _stage(bufs, meta, k, shape, first, rows, start, n, staged[k])
+        work = np.empty(3 * CHUNK, np.float32)
+        work_bytes = work.view(np.uint8)
+        b0 = _chunk_base(meta, 0, shape, first, start)
+        b1 = _chunk_base(meta, 1, shape, first, start)
+        b2 = _chunk_base(meta, 2, shape, first, start)
+        g, g0, gs = _tile_source(bufs, meta, 0, b0, rows, n, work, work_bytes, tile_cols)
+        x, x0, xs = _tile_source(bufs, meta, 1, b1, rows, n, work, work_bytes, tile_cols)
+        o, o0, os = _tile_target(bufs, meta, 2, b2, work_bytes)
         for r in range(rows):
-            g = _row(bufs, meta, 0, shape, first, r, start, n, scratch[0], staged[0])
-            x = _row(bufs, meta, 1, shape, first, r, start, n, scratch[1], staged[1])
-            o = _out_row(bufs, meta, 2, shape, first, r, start, n, o_scratch)
+            _convert_row(bufs, meta, 0, b0, r, n, work)
+            _convert_row(bufs, meta, 1, b1, r, n, work)
+            gr, xr, orow = g0 + r * gs, x0 + r * xs, o0 + r * os
             if meta[2, 0] == BF16:
                 for i in range(n):
-                    o[i] = g[i] * table[f32_to_bf16(x[i])]
+                    store_f32(o, orow + 4 * i, load_f32(g, gr + 4 * i)
+                              * table[f32_to_bf16(load_f32(x, xr + 4 * i))])
             elif use_tanh:
                 for i in range(n):
-                    o[i] = g[i] * gelu_tanh_derivative(x[i])
+                    store_f32(o, orow + 4 * i, load_f32(g, gr + 4 * i)
+                              * gelu_tanh_derivative(load_f32(x, xr + 4 * i)))
             elif meta[2, 0] == F32:
                 for i in range(n):
-                    o[i] = g[i] * gelu_erf_derivative(x[i])
+                    store_f32(o, orow + 4 * i, load_f32(g, gr + 4 * i)
+                              * gelu_erf_derivative(load_f32(x, xr + 4 * i)))
             else:
                 for i in range(n):
-                    o[i] = g[i] * gelu_erf_derivative_short(x[i])
-            _flush_row(bufs, meta, 2, shape, first, r, start, n, o)
+                    store_f32(o, orow + 4 * i, load_f32(g, gr + 4 * i)
+                              * gelu_erf_derivative_short(load_f32(x, xr + 4 * i)))
+            _flush_row(bufs, meta, 2, b2, r, n, work)
 
 
 @njit(parallel=True, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
