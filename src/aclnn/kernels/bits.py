@@ -11,11 +11,14 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
+from numba.core import cgutils
 from numba.extending import intrinsic
 
 F32, F16, BF16 = 0, 1, 2  # element codes the kernels dispatch on
+CACHE_LINE_BYTES = 64
 
 _I16, _I32, _F32T, _HALF = ir.IntType(16), ir.IntType(32), ir.FloatType(), ir.HalfType()
+_VEC16 = ir.VectorType(_F32T, 16)
 
 
 def _element_pointer(context, builder, array_type, array, byte_index, element_type):
@@ -83,6 +86,38 @@ def f32_from_bits(typingctx, bits):
 
 _SHIFT = np.uint32(16)
 _QUIET_BIT = 1 << 22
+
+
+@intrinsic
+def stream_f32x16(typingctx, dst, dst_byte_index, src, src_index, vectors):
+    """Copy 16 * `vectors` floats from the float32 array `src` (from `src_index`) to the
+    uint8 array `dst` at `dst_byte_index`, which must be 64-byte aligned, with
+    non-temporal stores (whole cache lines written without reading them first). They are
+    weakly ordered: call `store_fence` before the data is handed on."""
+    def codegen(context, builder, signature, args):
+        d = context.make_array(signature.args[0])(context, builder, value=args[0]).data
+        s = context.make_array(signature.args[2])(context, builder, value=args[2]).data
+        dst_base = builder.gep(d, [args[1]])
+        src_base = builder.gep(s, [args[3]])
+        nontemporal = builder.module.add_metadata([_i32(1)])
+        with cgutils.for_range(builder, args[4]) as loop:
+            offset = builder.mul(loop.index, ir.Constant(loop.index.type, 16))
+            value = builder.load(builder.bitcast(builder.gep(src_base, [offset]),
+                                                 _VEC16.as_pointer()), align=4)
+            target = builder.gep(builder.bitcast(dst_base, _F32T.as_pointer()), [offset])
+            store = builder.store(value, builder.bitcast(target, _VEC16.as_pointer()), align=64)
+            store.set_metadata("nontemporal", nontemporal)
+        return context.get_dummy_value()
+    return types.none(dst, types.intp, src, types.intp, types.intp), codegen
+
+
+@intrinsic
+def store_fence(typingctx):
+    """A full memory fence: orders earlier (non-temporal) stores before everything after."""
+    def codegen(context, builder, signature, args):
+        builder.fence("seq_cst")
+        return context.get_dummy_value()
+    return types.none(), codegen
 
 
 def _i32(value: int) -> ir.Constant:
@@ -199,3 +234,20 @@ def store_span(buf, code, base, stride, n, values, at=0):
     else:
         for i in range(n):
             store_u16(buf, base + stride * i, f32_to_bf16(values[at + i]))
+
+
+@njit(inline="always", error_model="numpy", fastmath={"contract"})
+def store_f32_row(buf, base, n, values):
+    """values[:n] to the contiguous float32 run at byte `base` of `buf`: whole cache lines
+    with non-temporal stores (the output is not read back, so its lines need not be
+    fetched first), the unaligned head and tail with ordinary ones. Call `store_fence`
+    once the rows are written."""
+    address = buf.ctypes.data + base
+    head = min(n, ((-address) % CACHE_LINE_BYTES) // 4) if address % 4 == 0 else n
+    vectors = (n - head) // 16
+    for i in range(head):
+        store_f32(buf, base + 4 * i, values[i])
+    if vectors:
+        stream_f32x16(buf, base + 4 * head, values, head, vectors)
+    for i in range(head + 16 * vectors, n):
+        store_f32(buf, base + 4 * i, values[i])

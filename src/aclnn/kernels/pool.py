@@ -5,11 +5,14 @@ clipped extents, or the override), so each plane is computed separably in three 
 passes with per-thread buffers of output-plane size (never the whole tensor):
   q[oh, ow]  = gradOutput[oh, ow] / (row factor * column factor)   (one float32 division,
                then the cubeMathType rounding of the scaled gradient)
-  t[oh, iw]  = sum of q[oh, ow] over the output columns whose window covers iw (a gather
-               of a fixed count per column, padded with a zero column)
+  t[oh, iw]  = sum of q[oh, ow] over the output columns whose window covers iw: for the
+               columns iw = sW*m + rho those are m + first[rho] .. m + last[rho], so each
+               residue rho sums a few shifted runs of q (zero columns around q stand for
+               the windows off the edge), then the residues are interleaved into t
   out[ih, :] = sum of t[oh, :] over the output rows whose window covers ih (vectorised)
 and each finished row is stored into gradInput through its strides, rounded once to its
-dtype. Work per plane is O(OH*OW + OH*W*ceil(kW/sW) + H*W*ceil(kH/sH)).
+dtype. Work per plane is O(OH*OW + OH*W*ceil(kW/sW) + H*W*ceil(kH/sH)), all of it in
+contiguous runs that vectorise.
 """
 
 from __future__ import annotations
@@ -17,7 +20,15 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from .bits import load_span, round_to_half, round_to_hf32, store_span
+from .bits import (
+    F32,
+    load_span,
+    round_to_half,
+    round_to_hf32,
+    store_f32_row,
+    store_fence,
+    store_span,
+)
 
 EXACT, ROUND_FP16, ROUND_HF32 = 0, 1, 2  # how the scaled gradient is rounded (cubeMathType)
 
@@ -50,54 +61,88 @@ def axis_plan(out_size, in_size, kernel, stride, pad, count_include_pad, overrid
 
 
 @njit(parallel=True, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
-def _avg_pool2d_backward(bufs, meta, dims, h_plan, w_factor, w_gather, override, rounding):
+def _avg_pool2d_backward(bufs, meta, dims, h_plan, w_factor, w_plan, override, rounding):
     """bufs: (gradOutput, gradInput); meta rows [code, byte offset, byte strides N, C, H, W];
-    dims [N, C, H, W, OH, OW]; h_plan from `axis_plan`; w_gather[j, iw] is the j-th output
-    column covering input column iw, or OW (a zero column) past the last one."""
+    dims [N, C, H, W, OH, OW]; h_plan from `axis_plan`; w_plan from `residue_plan`."""
     n_batch, channels, height, width = dims[0], dims[1], dims[2], dims[3]
     out_h, out_w = dims[4], dims[5]
     h_factor, h_lo, h_hi = h_plan
+    first_offset, last_offset, front = w_plan
+    stride = first_offset.size
+    padded = front + out_w + max(0, (width - 1) // stride + last_offset.max() + 1 - out_w)
     go, gi = bufs[0], bufs[1]
     w_divisor = w_factor.astype(np.float32)  # exact: window extents are small integers
     for plane in prange(n_batch * channels):
-        grad_row = np.empty(out_w, np.float32)
         n = plane // channels
         c = plane - n * channels
-        q = np.empty((out_h, out_w + 1), np.float32)
-        q[:, out_w] = 0.0  # the gather's pad column
+        q = np.zeros((out_h, padded), np.float32)  # zero columns around the real ones
+        t = np.empty((out_h, width), np.float32)
+        sums = np.empty((stride, (width + stride - 1) // stride), np.float32)
+        grad_row = np.empty(out_w, np.float32)
+        row = np.empty(width, np.float32)
         base = meta[0, 1] + n * meta[0, 2] + c * meta[0, 3]
         for oh in range(out_h):
             load_span(go, meta[0, 0], base + oh * meta[0, 4], meta[0, 5], out_w, grad_row)
             row_factor = np.float32(override if override != 0 else h_factor[oh])
             for ow in range(out_w):
-                q[oh, ow] = grad_row[ow] / (row_factor * w_divisor[ow])
+                q[oh, front + ow] = grad_row[ow] / (row_factor * w_divisor[ow])
             if rounding == ROUND_FP16:
                 for ow in range(out_w):
-                    q[oh, ow] = round_to_half(q[oh, ow])
+                    q[oh, front + ow] = round_to_half(q[oh, front + ow])
             elif rounding == ROUND_HF32:
                 for ow in range(out_w):
-                    q[oh, ow] = round_to_hf32(q[oh, ow])
-        t = np.empty((out_h, width), np.float32)
+                    q[oh, front + ow] = round_to_hf32(q[oh, front + ow])
         for oh in range(out_h):
-            first = w_gather[0]
-            for iw in range(width):
-                t[oh, iw] = q[oh, first[iw]]
-            for j in range(1, w_gather.shape[0]):
-                more = w_gather[j]
-                for iw in range(width):
-                    t[oh, iw] += q[oh, more[iw]]
-        row = np.empty(width, np.float32)
+            for rho in range(stride):
+                count = (width - rho + stride - 1) // stride
+                first, last = first_offset[rho], last_offset[rho]
+                if first > last:  # no window covers these columns
+                    for m in range(count):
+                        sums[rho, m] = 0.0
+                    continue
+                start = np.uint64(front + first)  # unsigned: no negative-index wraparound
+                for m in range(np.uint64(count)):
+                    sums[rho, m] = q[oh, start + m]
+                for d in range(np.uint64(last - first)):
+                    for m in range(np.uint64(count)):
+                        sums[rho, m] += q[oh, start + d + np.uint64(1) + m]
+            if stride == 2:  # the common case, interleaved with a constant step
+                for m in range(width // 2):
+                    t[oh, 2 * m] = sums[0, m]
+                    t[oh, 2 * m + 1] = sums[1, m]
+                if width % 2:
+                    t[oh, width - 1] = sums[0, width // 2]
+            else:
+                for rho in range(stride):
+                    for m in range((width - rho + stride - 1) // stride):
+                        t[oh, stride * m + rho] = sums[rho, m]
         out = meta[1, 1] + n * meta[1, 2] + c * meta[1, 3]
         for ih in range(height):
             lo, hi = h_lo[ih], h_hi[ih]
-            if lo == hi:
-                row[:] = 0.0
+            if lo < hi:
+                for iw in range(width):
+                    row[iw] = t[lo, iw]
             else:
-                row[:] = t[lo]
+                for iw in range(width):
+                    row[iw] = 0.0
             for oh in range(lo + 1, hi):
                 for iw in range(width):
                     row[iw] += t[oh, iw]
-            store_span(gi, meta[1, 0], out + ih * meta[1, 4], meta[1, 5], width, row)
+            if meta[1, 0] == F32 and meta[1, 5] == 4:
+                store_f32_row(gi, out + ih * meta[1, 4], width, row)
+            else:
+                store_span(gi, meta[1, 0], out + ih * meta[1, 4], meta[1, 5], width, row)
+        store_fence()
+
+
+def residue_plan(kernel: int, stride: int, pad: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """The columns iw = stride*m + rho (rho < stride) are covered by the windows of the
+    outputs m + first[rho] .. m + last[rho] (those outside [0, OW) are the zero columns
+    around q); returns (first, last, how many zero columns go before q's first)."""
+    rho = np.arange(stride)
+    first = -((kernel - 1 - pad - rho) // stride)  # ceil((rho + pad - kernel + 1) / stride)
+    last = (rho + pad) // stride
+    return first.astype(np.int64), last.astype(np.int64), max(0, -int(first.min()))
 
 
 class AvgPool2dBackwardLaunch:
@@ -108,19 +153,11 @@ class AvgPool2dBackwardLaunch:
         k_h, k_w, s_h, s_w, p_h, p_w, count_include_pad, override = params
         meta = np.array([[op.code, op.byte_offset, *op.byte_strides]
                          for op in (grad_output, grad_input)], dtype=np.int64)
-        w_factor, w_lo, w_hi = axis_plan(out_w, w, k_w, s_w, p_w, bool(count_include_pad),
-                                         override)
+        w_factor = axis_plan(out_w, w, k_w, s_w, p_w, bool(count_include_pad), override)[0]
         self._args = (
             (grad_output.buffer, grad_input.buffer), meta, np.asarray(dims, np.int64),
             axis_plan(out_h, h, k_h, s_h, p_h, bool(count_include_pad), override),
-            w_factor, _gather_table(w_lo, w_hi, out_w), override, rounding)
+            w_factor, residue_plan(k_w, s_w, p_w), override, rounding)
 
     def __call__(self) -> None:
         _avg_pool2d_backward(*self._args)
-
-
-def _gather_table(lo: np.ndarray, hi: np.ndarray, pad_index: int) -> np.ndarray:
-    """table[j, i] = lo[i] + j where that is < hi[i], else `pad_index` (at least one row)."""
-    count = max(int((hi - lo).max(initial=0)), 1)
-    j = np.arange(count)[:, None]
-    return np.where(lo[None, :] + j < hi[None, :], lo[None, :] + j, pad_index).astype(np.int32)
