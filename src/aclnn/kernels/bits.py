@@ -112,6 +112,36 @@ def stream_f32x16(typingctx, dst, dst_byte_index, src, src_index, vectors):
 
 
 @intrinsic
+def transpose_f32x16(typingctx, src, src_byte_index, src_step, dst, dst_index, dst_step):
+    """A 16 x 16 float32 block transposed in registers: the 16 contiguous floats at
+    src_byte_index + j * src_step (bytes) of the uint8 array `src` become column j of
+    the rows dst[dst_index + i * dst_step:][:16] of the float32 array `dst`."""
+    def codegen(context, builder, signature, args):
+        s = context.make_array(signature.args[0])(context, builder, value=args[0]).data
+        d = context.make_array(signature.args[3])(context, builder, value=args[3]).data
+        lanes = []
+        for j in range(16):
+            at = builder.add(args[1], builder.mul(args[2], ir.Constant(args[2].type, j)))
+            lanes.append(builder.load(builder.bitcast(builder.gep(s, [at]),
+                                                      _VEC16.as_pointer()), align=4))
+        for block in (8, 4, 2, 1):  # swap the off-diagonal blocks at every scale
+            for j in range(16):
+                if j & block:
+                    continue
+                low = [k if not k & block else 16 + k - block for k in range(16)]
+                high = [k + block if not k & block else 16 + k for k in range(16)]
+                a, b = lanes[j], lanes[j + block]
+                lanes[j] = builder.shuffle_vector(a, b, _mask(low))
+                lanes[j + block] = builder.shuffle_vector(a, b, _mask(high))
+        for i in range(16):
+            at = builder.add(args[4], builder.mul(args[5], ir.Constant(args[5].type, i)))
+            builder.store(lanes[i], builder.bitcast(builder.gep(d, [at]), _VEC16.as_pointer()),
+                          align=4)
+        return context.get_dummy_value()
+    return types.none(src, types.intp, types.intp, dst, types.intp, types.intp), codegen
+
+
+@intrinsic
 def store_fence(typingctx):
     """A full memory fence: orders earlier (non-temporal) stores before everything after."""
     def codegen(context, builder, signature, args):
@@ -122,6 +152,10 @@ def store_fence(typingctx):
 
 def _i32(value: int) -> ir.Constant:
     return ir.Constant(_I32, value)
+
+
+def _mask(indices: list[int]) -> ir.Constant:
+    return ir.Constant(ir.VectorType(_I32, len(indices)), indices)
 
 
 def _rounded_bits(builder, value, dropped: int):

@@ -33,13 +33,14 @@ from .bits import (
     load_span,
     store_f32,
     store_span,
+    transpose_f32x16,
 )
 from .fastmath import gelu_erf_derivative, gelu_erf_derivative_short, gelu_tanh_derivative
 from .layout import MAX_RANK, coalesce
 from .typed import VIEW_DTYPE, narrow, widen
 
 CHUNK = 2048
-TILE_ROWS = 16
+TILE_ROWS = 16  # also the side of the blocks `transpose_f32x16` turns
 CACHE_LINE = 64
 _INNER = 2 + MAX_RANK - 1  # meta column of the innermost byte stride
 
@@ -114,9 +115,13 @@ def _in_place(meta, k):
 def _stage(buf, code, base, inner, mid, rows, n, work, area, tile_cols):
     """Read a tile column by column - each column is a run along the operand's own rows,
     so every cache line fetched is used whole - into work[area + row * tile_cols + column]
-    as float32. Full tiles of float32 rows take a loop of constant length, unrolled."""
+    as float32. Full tiles of float32 go by 16 x 16 blocks, transposed in registers."""
     if rows == TILE_ROWS and code == F32 and mid == 4:
-        for j in range(n):
+        blocks = n // TILE_ROWS
+        for b in range(blocks):
+            transpose_f32x16(buf, base + TILE_ROWS * b * inner, inner, work,
+                             area + TILE_ROWS * b, tile_cols)
+        for j in range(TILE_ROWS * blocks, n):
             column = base + j * inner
             for r in range(TILE_ROWS):
                 work[area + r * tile_cols + j] = load_f32(buf, column + 4 * r)

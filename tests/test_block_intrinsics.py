@@ -1,13 +1,16 @@
-"""`store_f32_row`: a float32 row written with non-temporal stores for its whole cache
-lines and ordinary ones for the unaligned head and tail. Every start offset within a
-cache line and lengths around the vector width must write exactly the row: the same
-bits, and not one byte outside it."""
+"""The kernels' block intrinsics, bit for bit.
+
+`store_f32_row` writes a float32 row with non-temporal stores for its whole cache lines
+and ordinary ones for the unaligned head and tail: every start offset within a cache line
+and lengths around the vector width must write exactly the row, and not one byte outside
+it. `transpose_f32x16` turns a 16 x 16 block in registers: any source step and offset,
+any destination position, nothing written outside the block."""
 
 import numpy as np
 import pytest
 from numba import njit
 
-from aclnn.kernels.bits import store_f32_row, store_fence
+from aclnn.kernels.bits import store_f32_row, store_fence, transpose_f32x16
 
 GUARD = 0xA5
 
@@ -45,3 +48,20 @@ def test_misaligned_element_start_falls_back_to_ordinary_stores():
     _store(buf, 2, 40, values)
     assert buf[2: 2 + 160].view(np.float32).tolist() == values.tolist()
     assert (buf[:2] == GUARD).all() and (buf[162:] == GUARD).all()
+
+
+@njit
+def _transpose(src, at, step, dst, dst_at, dst_step):
+    transpose_f32x16(src, at, step, dst, dst_at, dst_step)
+
+
+@pytest.mark.parametrize("row, col, side", [(0, 0, 16), (3, 5, 40), (17, 2, 33)])
+def test_transpose_block(row, col, side):
+    source = np.random.default_rng(side).standard_normal((side, side)).astype(np.float32)
+    source[row, col:col + 3] = [np.nan, -0.0, np.inf]
+    dst = np.full(20 * 20, -7.0, np.float32)
+    _transpose(source.reshape(-1).view(np.uint8), 4 * (row * side + col), 4 * side,
+               dst, 2 * 20 + 1, 20)
+    expected = np.full((20, 20), -7.0, np.float32)
+    expected[2:18, 1:17] = source[row:row + 16, col:col + 16].T
+    assert dst.view(np.uint32).tolist() == expected.reshape(-1).view(np.uint32).tolist()
