@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .bits import f32_from_bits
+from .bits import scale_by_pow2
 
 f = np.float32
 
@@ -20,8 +20,6 @@ _LN2_LO = f(1.428606765330187e-06)
 _EXP_MIN, _EXP_MAX = f(-120.0), f(88.72)
 _EXP_C = tuple(f(1.0 / c) for c in (1, 1, 2, 6, 24, 120, 720, 5040))
 _EXP_C_SHORT = _EXP_C[:6]  # relative error about 3.4e-6
-_BIAS = np.int32(127)
-_MANT_SHIFT = np.uint32(23)
 
 
 @njit(inline="always", error_model="numpy", fastmath={"contract"})
@@ -40,13 +38,7 @@ def _exp(y, coeffs):
     y = min(max(y, _EXP_MIN), _EXP_MAX)
     k = np.floor(y * _LOG2E + f(0.5))
     r = (y - k * _LN2_HI) - k * _LN2_LO
-    p = horner(r, coeffs)
-    ki = np.int32(k)
-    k1 = ki >> np.int32(1)            # 2**k as two normal factors, so subnormal results
-    k2 = ki - k1                      # and the full range are reached without overflow
-    s1 = f32_from_bits(np.uint32(k1 + _BIAS) << _MANT_SHIFT)
-    s2 = f32_from_bits(np.uint32(k2 + _BIAS) << _MANT_SHIFT)
-    return (p * s1) * s2
+    return scale_by_pow2(horner(r, coeffs), k)
 
 
 @njit(inline="always", error_model="numpy", fastmath={"contract"})
