@@ -14,7 +14,7 @@ import numba
 import numpy as np
 import torch
 
-from .cases import CASES, PROBES, TRIAD, Case
+from .cases import CASES, PROBES, TRIAD, Case, note_transposed_floor
 from .harness import Config, OthersLoad, Row, clear_host_cache, init_runtime
 
 THREADS = 2
@@ -130,6 +130,7 @@ def main(argv=None) -> int:
     for row in rows:
         row.triad_gbps = triad
     judge(rows, cases)
+    note_transposed_floor(rows)
     elapsed = time.perf_counter() - started
     busy = others.fraction()
 
