@@ -2,7 +2,7 @@
 
 Every divisor is a product of a per-row and a per-column factor (the padded extents, the
 clipped extents, or the override), so each plane is computed separably in three small
-passes with per-thread buffers of output-plane size (never the whole tensor):
+passes with buffers of output-plane size, allocated once per run of planes:
   q[oh, ow]  = gradOutput[oh, ow] / (row factor * column factor)   (one float32 division,
                then the cubeMathType rounding of the scaled gradient)
   t[oh, iw]  = sum of q[oh, ow] over the output columns whose window covers iw: for the
@@ -31,6 +31,7 @@ from .bits import (
 )
 
 EXACT, ROUND_FP16, ROUND_HF32 = 0, 1, 2  # how the scaled gradient is rounded (cubeMathType)
+PLANE_CHUNKS = 64  # the planes are shared out in this many runs, each with its own buffers
 
 
 @njit(cache=True, error_model="numpy", fastmath={"contract"})
@@ -72,66 +73,69 @@ def _avg_pool2d_backward(bufs, meta, dims, h_plan, w_factor, w_plan, override, r
     padded = front + out_w + max(0, (width - 1) // stride + last_offset.max() + 1 - out_w)
     go, gi = bufs[0], bufs[1]
     w_divisor = w_factor.astype(np.float32)  # exact: window extents are small integers
-    for plane in prange(n_batch * channels):
-        n = plane // channels
-        c = plane - n * channels
+    planes = n_batch * channels
+    chunks = min(planes, PLANE_CHUNKS)
+    for chunk in prange(chunks):  # buffers allocated once per chunk of planes
         q = np.zeros((out_h, padded), np.float32)  # zero columns around the real ones
         t = np.empty((out_h, width), np.float32)
         sums = np.empty((stride, (width + stride - 1) // stride), np.float32)
         grad_row = np.empty(out_w, np.float32)
         row = np.empty(width, np.float32)
-        base = meta[0, 1] + n * meta[0, 2] + c * meta[0, 3]
-        for oh in range(out_h):
-            load_span(go, meta[0, 0], base + oh * meta[0, 4], meta[0, 5], out_w, grad_row)
-            row_factor = np.float32(override if override != 0 else h_factor[oh])
-            for ow in range(out_w):
-                q[oh, front + ow] = grad_row[ow] / (row_factor * w_divisor[ow])
-            if rounding == ROUND_FP16:
+        for plane in range(chunk * planes // chunks, (chunk + 1) * planes // chunks):
+            n = plane // channels
+            c = plane - n * channels
+            base = meta[0, 1] + n * meta[0, 2] + c * meta[0, 3]
+            for oh in range(out_h):
+                load_span(go, meta[0, 0], base + oh * meta[0, 4], meta[0, 5], out_w, grad_row)
+                row_factor = np.float32(override if override != 0 else h_factor[oh])
                 for ow in range(out_w):
-                    q[oh, front + ow] = round_to_half(q[oh, front + ow])
-            elif rounding == ROUND_HF32:
-                for ow in range(out_w):
-                    q[oh, front + ow] = round_to_hf32(q[oh, front + ow])
-        for oh in range(out_h):
-            for rho in range(stride):
-                count = (width - rho + stride - 1) // stride
-                first, last = first_offset[rho], last_offset[rho]
-                if first > last:  # no window covers these columns
-                    for m in range(count):
-                        sums[rho, m] = 0.0
-                    continue
-                start = np.uint64(front + first)  # unsigned: no negative-index wraparound
-                for m in range(np.uint64(count)):
-                    sums[rho, m] = q[oh, start + m]
-                for d in range(np.uint64(last - first)):
-                    for m in range(np.uint64(count)):
-                        sums[rho, m] += q[oh, start + d + np.uint64(1) + m]
-            if stride == 2:  # the common case, interleaved with a constant step
-                for m in range(width // 2):
-                    t[oh, 2 * m] = sums[0, m]
-                    t[oh, 2 * m + 1] = sums[1, m]
-                if width % 2:
-                    t[oh, width - 1] = sums[0, width // 2]
-            else:
+                    q[oh, front + ow] = grad_row[ow] / (row_factor * w_divisor[ow])
+                if rounding == ROUND_FP16:
+                    for ow in range(out_w):
+                        q[oh, front + ow] = round_to_half(q[oh, front + ow])
+                elif rounding == ROUND_HF32:
+                    for ow in range(out_w):
+                        q[oh, front + ow] = round_to_hf32(q[oh, front + ow])
+            for oh in range(out_h):
                 for rho in range(stride):
-                    for m in range((width - rho + stride - 1) // stride):
-                        t[oh, stride * m + rho] = sums[rho, m]
-        out = meta[1, 1] + n * meta[1, 2] + c * meta[1, 3]
-        for ih in range(height):
-            lo, hi = h_lo[ih], h_hi[ih]
-            if lo < hi:
-                for iw in range(width):
-                    row[iw] = t[lo, iw]
-            else:
-                for iw in range(width):
-                    row[iw] = 0.0
-            for oh in range(lo + 1, hi):
-                for iw in range(width):
-                    row[iw] += t[oh, iw]
-            if meta[1, 0] == F32 and meta[1, 5] == 4:
-                store_f32_row(gi, out + ih * meta[1, 4], width, row)
-            else:
-                store_span(gi, meta[1, 0], out + ih * meta[1, 4], meta[1, 5], width, row)
+                    count = (width - rho + stride - 1) // stride
+                    first, last = first_offset[rho], last_offset[rho]
+                    if first > last:  # no window covers these columns
+                        for m in range(count):
+                            sums[rho, m] = 0.0
+                        continue
+                    start = np.uint64(front + first)  # unsigned: no negative-index wraparound
+                    for m in range(np.uint64(count)):
+                        sums[rho, m] = q[oh, start + m]
+                    for d in range(np.uint64(last - first)):
+                        for m in range(np.uint64(count)):
+                            sums[rho, m] += q[oh, start + d + np.uint64(1) + m]
+                if stride == 2:  # the common case, interleaved with a constant step
+                    for m in range(width // 2):
+                        t[oh, 2 * m] = sums[0, m]
+                        t[oh, 2 * m + 1] = sums[1, m]
+                    if width % 2:
+                        t[oh, width - 1] = sums[0, width // 2]
+                else:
+                    for rho in range(stride):
+                        for m in range((width - rho + stride - 1) // stride):
+                            t[oh, stride * m + rho] = sums[rho, m]
+            out = meta[1, 1] + n * meta[1, 2] + c * meta[1, 3]
+            for ih in range(height):
+                lo, hi = h_lo[ih], h_hi[ih]
+                if lo < hi:
+                    for iw in range(width):
+                        row[iw] = t[lo, iw]
+                else:
+                    for iw in range(width):
+                        row[iw] = 0.0
+                for oh in range(lo + 1, hi):
+                    for iw in range(width):
+                        row[iw] += t[oh, iw]
+                if meta[1, 0] == F32 and meta[1, 5] == 4:
+                    store_f32_row(gi, out + ih * meta[1, 4], width, row)
+                else:
+                    store_span(gi, meta[1, 0], out + ih * meta[1, 4], meta[1, 5], width, row)
         store_fence()
 
 
