@@ -78,7 +78,11 @@ def _avg_pool2d_backward(bufs, meta, dims, h_plan, w_factor, w_plan, override, r
     for chunk in prange(chunks):  # buffers allocated once per chunk of planes
         q = np.zeros((out_h, padded), np.float32)  # zero columns around the real ones
         t = np.empty((out_h, width), np.float32)
-        sums = np.empty((stride, (width + stride - 1) // stride), np.float32)
+        q_flat = q.reshape(out_h * padded)
+        # sums[rho, oh, m]: the sum for column stride*m + rho of row oh; computed along the
+        # flattened rows, so the columns past a row's last (m >= its count) hold junk
+        sums = np.empty((stride, out_h, padded), np.float32)
+        sums_flat = sums.reshape(stride, out_h * padded)
         grad_row = np.empty(out_w, np.float32)
         row = np.empty(width, np.float32)
         for plane in range(chunk * planes // chunks, (chunk + 1) * planes // chunks):
@@ -96,30 +100,30 @@ def _avg_pool2d_backward(bufs, meta, dims, h_plan, w_factor, w_plan, override, r
                 elif rounding == ROUND_HF32:
                     for ow in range(out_w):
                         q[oh, front + ow] = round_to_hf32(q[oh, front + ow])
+            for rho in range(stride):  # over all rows of q at once (see `sums`)
+                first, last = first_offset[rho], last_offset[rho]
+                if first > last:  # no window covers these columns
+                    for k in range(sums_flat.shape[1]):
+                        sums_flat[rho, k] = 0.0
+                    continue
+                start = np.uint64(front + first)  # unsigned: no negative-index wraparound
+                span = np.uint64(out_h * padded - front - last)
+                for k in range(span):
+                    sums_flat[rho, k] = q_flat[start + k]
+                for d in range(np.uint64(last - first)):
+                    for k in range(span):
+                        sums_flat[rho, k] += q_flat[start + d + np.uint64(1) + k]
             for oh in range(out_h):
-                for rho in range(stride):
-                    count = (width - rho + stride - 1) // stride
-                    first, last = first_offset[rho], last_offset[rho]
-                    if first > last:  # no window covers these columns
-                        for m in range(count):
-                            sums[rho, m] = 0.0
-                        continue
-                    start = np.uint64(front + first)  # unsigned: no negative-index wraparound
-                    for m in range(np.uint64(count)):
-                        sums[rho, m] = q[oh, start + m]
-                    for d in range(np.uint64(last - first)):
-                        for m in range(np.uint64(count)):
-                            sums[rho, m] += q[oh, start + d + np.uint64(1) + m]
                 if stride == 2:  # the common case, interleaved with a constant step
                     for m in range(width // 2):
-                        t[oh, 2 * m] = sums[0, m]
-                        t[oh, 2 * m + 1] = sums[1, m]
+                        t[oh, 2 * m] = sums[0, oh, m]
+                        t[oh, 2 * m + 1] = sums[1, oh, m]
                     if width % 2:
-                        t[oh, width - 1] = sums[0, width // 2]
+                        t[oh, width - 1] = sums[0, oh, width // 2]
                 else:
                     for rho in range(stride):
                         for m in range((width - rho + stride - 1) // stride):
-                            t[oh, stride * m + rho] = sums[rho, m]
+                            t[oh, stride * m + rho] = sums[rho, oh, m]
             out = meta[1, 1] + n * meta[1, 2] + c * meta[1, 3]
             for ih in range(height):
                 lo, hi = h_lo[ih], h_hi[ih]
