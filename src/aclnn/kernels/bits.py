@@ -139,7 +139,7 @@ def transpose_f32x16(typingctx, src, src_byte_index, src_step, dst, dst_index, d
         for j in range(16):
             at = builder.add(args[1], builder.mul(args[2], ir.Constant(args[2].type, j)))
             lanes.append(builder.load(builder.bitcast(builder.gep(s, [at]),
-                                                      _VEC16.as_pointer()), align=4))
+                                                      _VEC16.as_pointer()), align=1))
         for block in (8, 4, 2, 1):  # swap the off-diagonal blocks at every scale
             for j in range(16):
                 if j & block:

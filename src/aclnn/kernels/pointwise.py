@@ -24,6 +24,7 @@ from numba import njit, prange
 
 from .bits import (
     BF16,
+    CACHE_LINE_BYTES,
     F16,
     F32,
     bf16_to_f32,
@@ -41,7 +42,6 @@ from .typed import VIEW_DTYPE, narrow, widen
 
 CHUNK = 4096
 TILE_ROWS = 16  # also the side of the blocks `transpose_f32x16` turns
-CACHE_LINE = 64
 BAND_TILES = 2  # column tiles per band of tall tiles (see `_tile_span`)
 _INNER = 2 + MAX_RANK - 1  # meta column of the innermost byte stride
 
@@ -113,7 +113,7 @@ _MID = 2 + MAX_RANK - 2  # meta column of the byte stride between the rows of a 
 @njit(inline="always", error_model="numpy", fastmath={"contract"})
 def _strides_past_line(meta, k):
     """Whether operand k jumps more than a cache line between neighbouring columns."""
-    return abs(meta[k, _INNER]) > CACHE_LINE
+    return abs(meta[k, _INNER]) > CACHE_LINE_BYTES
 
 
 @njit(inline="always", error_model="numpy", fastmath={"contract"})
@@ -334,7 +334,7 @@ def _tile_shape(strides) -> tuple[int, int]:
     """Tiles of one row of CHUNK elements, or of TILE_ROWS x CHUNK/TILE_ROWS when an operand
     strides past a cache line along the innermost dim (a transposed view): then the rows of
     a tile reuse the cache lines such an operand touches."""
-    if any(abs(s[-1]) > CACHE_LINE for s in strides):
+    if any(abs(s[-1]) > CACHE_LINE_BYTES for s in strides):
         return TILE_ROWS, CHUNK // TILE_ROWS
     return 1, CHUNK
 
