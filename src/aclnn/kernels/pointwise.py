@@ -6,12 +6,14 @@ output dtype (round-to-nearest-even). Two kinds of kernel:
 - flat: every operand contiguous and of one dtype (float32, or float16/bfloat16 as typed
   16-bit views, see `typed`); a plain vectorised parallel loop, no staging.
 - tiled: anything else. The iteration space is coalesced to `MAX_RANK` dims and cut into
-  tiles (rows along dim MAX_RANK-2 by columns along the innermost dim); each tile row of
-  each operand is loaded from its native dtype through its strides (stride 0 on broadcast
-  dims, no copies) into small float32 buffers, computed, and stored. An operand travels as
-  the uint8 buffer of its allocation plus a row of `meta`: [element code, byte offset of
-  the first element, byte strides of the MAX_RANK dims]; since the element code is a
-  runtime value, one compiled kernel serves every dtype mix.
+  tiles (rows along dim MAX_RANK-2 by columns along the innermost dim). A tile row of an
+  operand is used where it lies when it is contiguous float32; otherwise it is loaded from
+  its native dtype through its strides (stride 0 on broadcast dims, no copies) into the
+  tile's float32 work area, and a transposed operand is staged there a tile at a time.
+  The row is computed, then stored. An operand travels as the uint8 buffer of its
+  allocation plus a row of `meta`: [element code, byte offset of the first element, byte
+  strides of the MAX_RANK dims]; since the element code is a runtime value, one compiled
+  kernel serves every dtype mix.
 """
 
 from __future__ import annotations
