@@ -16,7 +16,7 @@ demo: $(STAMP)
 	$(VENV)/bin/aclnn demo
 
 test: $(STAMP)
-	$(PY) -m ruff check src tests examples benchmarks
+	$(PY) -m ruff check src tests examples benchmarks tools
 	$(PY) -m pytest -q
 
 bench: $(STAMP)

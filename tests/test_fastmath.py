@@ -1,11 +1,15 @@
-"""The float32 exp the GELU kernels use, and the 2**k scaling under it, against NumPy in
-float64: every exponent the kernels reach, subnormal results included."""
+"""The float32 functions under the GELU kernels against float64 references: the exp and the
+2**k scaling under it (every exponent the kernels reach, subnormal results included), and
+GELU' (erf form) in its float32 and its float16/bfloat16 variants."""
 
+import ml_dtypes
 import numpy as np
+import pytest
 from numba import njit
 
+import reference as R
 from aclnn.kernels.bits import scale_by_pow2
-from aclnn.kernels.fastmath import exp_f32
+from aclnn.kernels.fastmath import exp_f32, gelu_erf_derivative, gelu_erf_derivative_short
 
 
 @njit
@@ -53,3 +57,74 @@ def test_exp_limits():
     got = _exp(np.float32([-np.inf, -200.0, -121.0, np.inf, 1000.0]))
     assert got[:3].tolist() == [0.0, 0.0, 0.0]
     assert np.isfinite(got[3:]).all() and (got[3:] > 3.0e38).all()
+
+
+@njit
+def _gelu_erf(values, short):
+    out = np.empty_like(values)
+    for i in range(values.size):
+        out[i] = gelu_erf_derivative_short(values[i]) if short else gelu_erf_derivative(values[i])
+    return out
+
+
+_FLOAT32_TINY = 1.1754944e-38
+
+
+def test_gelu_erf_derivative_within_six_ulp_into_the_tail():
+    """Every normal float32 result from x = -13.5 (GELU' about -1e-38) to 10, densely, and
+    each float32 within 3000 ULP of the root: at most 6 ULP. The tail keeps this only
+    because the rounding error of x**2 reaches the exp (about 60 ULP at x = -13 without)."""
+    root = np.float32(-0.75179154)
+    near_root = root + np.arange(-3000, 3000, dtype=np.float32) * np.float32(6e-8)
+    x = np.concatenate([np.linspace(-13.5, 10.0, 2_000_001, dtype=np.float32), near_root,
+                        np.float32([0.0, -0.0, 1e-30, -1e-30])])
+    exact = R.gelu_derivative(x, "none")
+    normal = np.abs(exact) >= _FLOAT32_TINY
+    assert _ulp_error(_gelu_erf(x, False), exact)[normal].max() <= 6.0
+
+
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16])
+def test_short_gelu_erf_derivative_on_every_16bit_input(dtype):
+    """The variant for float16/bfloat16 results, at every finite input of the dtype: relative
+    error below 3e-6 wherever GELU' is a normal float32 (a float16 ULP is 2**-11 of it)."""
+    x = np.arange(1 << 16, dtype=np.uint16).view(dtype).astype(np.float32)
+    x = x[np.isfinite(x)]
+    exact = R.gelu_derivative(x, "none")
+    normal = np.abs(exact) >= _FLOAT32_TINY
+    error = np.abs(_gelu_erf(x, True).astype(np.float64) - exact)[normal]
+    assert (error / np.abs(exact[normal])).max() <= 3e-6
+
+
+def test_gelu_erf_derivative_limits():
+    """GELU'(+-0) is exactly 1/2; huge finite inputs give exactly 1 or 0 (no overflow in
+    x**2); +-inf and NaN give NaN."""
+    x = np.float32([0.0, -0.0, 3e38, 1e30, 40.0, -40.0, -1e30, -3e38, np.inf, -np.inf, np.nan])
+    for short in (False, True):
+        got = _gelu_erf(x, short)
+        assert got[:8].tolist() == [0.5, 0.5, 1.0, 1.0, 1.0, 0.0, 0.0, 0.0]
+        assert np.isnan(got[8:]).all()
+
+
+def _load_fit_tool():
+    """tools/fit_fastmath.py as a module (tools/ is not a package)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "tools" / "fit_fastmath.py"
+    spec = importlib.util.spec_from_file_location("fit_fastmath", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_coefficients_are_the_fit_tool_s():
+    """tools/fit_fastmath.py reproduces every coefficient set of fastmath (as float32), and
+    reports the fit errors the module's comments quote."""
+    from aclnn.kernels import fastmath
+
+    fit_tool = _load_fit_tool()
+    quoted = {"_EXP_C": 2.0e-9, "_EXP_C_SHORT": 9.2e-8, "_GELU_V": 4.4e-9,
+              "_GELU_V_SHORT": 8.5e-7}
+    for name, (coeffs, error) in fit_tool.fits().items():
+        assert coeffs.astype(np.float32).tolist() == list(getattr(fastmath, name)), name
+        assert error <= quoted[name] * 1.05, name

@@ -93,6 +93,16 @@ def scale_by_pow2(typingctx, value, k):
 
 
 @intrinsic
+def fma_f32(typingctx, a, b, c):
+    """a * b + c in float32 with one rounding (llvm.fma; vectorises to FMA instructions)."""
+    def codegen(context, builder, signature, args):
+        fma = builder.module.declare_intrinsic("llvm.fma", [_F32T],
+                                               ir.FunctionType(_F32T, [_F32T] * 3))
+        return builder.call(fma, args)
+    return types.float32(types.float32, types.float32, types.float32), codegen
+
+
+@intrinsic
 def f32_from_bits(typingctx, bits):
     """The float32 whose IEEE bits are the uint32 `bits`."""
     def codegen(context, builder, signature, args):

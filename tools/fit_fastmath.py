@@ -1,0 +1,102 @@
+"""Refit the polynomial coefficients of src/aclnn/kernels/fastmath.py and print them.
+
+    python tools/fit_fastmath.py
+
+Each fit is a weighted least-squares fit on Chebyshev nodes, reweighted towards the minimax
+relative error by Lawson's iteration; the references come from mpmath (40 digits).
+
+- exp: e**r = 1 + r * P(r) on |r| <= ln2/2 (constant term exactly 1, so e**0 == 1).
+- GELU' (erf form): q(a) = Phi(-a) - a phi(a) = exp(-a**2/2) * (a_r - a) * V(t) with
+  t = 1/(1 + a/(2 sqrt2)), fitted on t in [0.15, 1] with V(1) = 1/(2 a_r) held exact, so
+  that GELU'(0) = 1 - q(0) is exactly 1/2.
+"""
+
+from __future__ import annotations
+
+import mpmath as mp
+import numpy as np
+
+mp.mp.dps = 40
+_SQRT2 = mp.sqrt(2)
+NODES = 600
+LAWSON_STEPS = 300
+EXP_HALF_RANGE = 0.3466  # just past ln2/2, which the exp's reduced argument can reach
+T_LOW = 0.15
+
+
+def chebyshev_nodes(lo: float, hi: float, n: int = NODES) -> np.ndarray:
+    """n Chebyshev nodes of the first kind on [lo, hi]."""
+    k = np.arange(n)
+    return lo + (hi - lo) * (0.5 - 0.5 * np.cos(np.pi * (k + 0.5) / n))
+
+
+def lawson(basis: np.ndarray, target: np.ndarray, scale: np.ndarray) -> tuple[np.ndarray, float]:
+    """Coefficients c minimising max |basis @ c - target| / scale, and that maximum."""
+    weights = 1 / scale
+    best_error, best = np.inf, None
+    for _ in range(LAWSON_STEPS):
+        c, *_ = np.linalg.lstsq(basis * weights[:, None], target * weights, rcond=None)
+        error = np.abs(basis @ c - target) / scale
+        if error.max() < best_error:
+            best_error, best = error.max(), c
+        weights = weights * (error / error.max()) ** 0.3
+        weights /= weights.max()
+    return best, float(best_error)
+
+
+def fit_exp(degree: int) -> tuple[np.ndarray, float]:
+    """[1, c1, ..., c_degree] of e**r on |r| <= ln2/2, and the relative error."""
+    r = chebyshev_nodes(-EXP_HALF_RANGE, EXP_HALF_RANGE)
+    basis = r[:, None] ** np.arange(1, degree + 1)[None, :]
+    c, error = lawson(basis, np.expm1(r), np.exp(r))
+    return np.concatenate([[1.0], c]), error
+
+
+def gelu_root() -> mp.mpf:
+    """a_r, the root of q(a) = Phi(-a) - a phi(a) (GELU'(-a_r) = 0)."""
+    return mp.findroot(lambda a: mp.sqrt(mp.pi / 2) * mp.exp(a * a / 2)
+                       * mp.erfc(a / _SQRT2) - a, 0.75)
+
+
+def gelu_v(t: float, root: mp.mpf) -> float:
+    """V(t) = q(a) / (exp(-a**2/2) (a_r - a)), a = 2 sqrt2 (1/t - 1)."""
+    a = 2 * _SQRT2 * (1 / mp.mpf(t) - 1)
+    if abs(a - root) < mp.mpf("1e-25"):
+        a = root + mp.mpf("1e-25")
+    z = a / _SQRT2
+    q_over_e = (mp.sqrt(mp.pi / 2) * mp.exp(z * z) * mp.erfc(z) - a) / mp.sqrt(2 * mp.pi)
+    return float(q_over_e / (root - a))
+
+
+def fit_gelu_v(degree: int) -> tuple[np.ndarray, float]:
+    """Monomial coefficients of V (degree `degree`) with V(1) = 1/(2 a_r), and the relative
+    error: V = V(1) + (t - 1) W(t) with W fitted."""
+    root = gelu_root()
+    v1 = 1 / (2 * float(root))
+    t = chebyshev_nodes(T_LOW, 1.0)
+    v = np.array([gelu_v(x, root) for x in t])
+    basis = np.vander(t, degree, increasing=True) * (t - 1)[:, None]
+    w, error = lawson(basis, v - v1, v)
+    coeffs = np.zeros(degree + 1)
+    coeffs[0] = v1
+    coeffs[1:] += w
+    coeffs[:-1] -= w
+    return coeffs, error
+
+
+def fits() -> dict[str, tuple[np.ndarray, float]]:
+    """Every coefficient set of fastmath.py, by its name there."""
+    return {"_EXP_C": fit_exp(6), "_EXP_C_SHORT": fit_exp(5),
+            "_GELU_V": fit_gelu_v(9), "_GELU_V_SHORT": fit_gelu_v(6)}
+
+
+def main() -> None:
+    """Print each coefficient set with its relative error."""
+    print(f"a_r = {mp.nstr(gelu_root(), 25)}")
+    for name, (coeffs, error) in fits().items():
+        print(f"{name}  (relative error {error:.2g})")
+        print("    " + ", ".join(repr(float(c)) for c in coeffs))
+
+
+if __name__ == "__main__":
+    main()
