@@ -38,7 +38,7 @@ from .harness import (
     at_most,
     bandwidth_and_torch,
     host_data,
-    time_pair,
+    time_alternating,
     to_torch,
     two_phase,
     vs_case,
@@ -53,14 +53,26 @@ aten = torch.ops.aten
 # --- measurements ------------------------------------------------------------------------
 
 def measure_throughput(case: Case, cfg: Config) -> Row:
-    """Median time of ours and torch (alternating, after warm-up) on the case's setup."""
+    """Median time of ours and torch (alternating, after warm-up) on the case's setup. A
+    case with a torch/ours target also times, in the same alternation, a triad probe that
+    moves its bytes: the floor that bounds the ratio reachable in this run (see
+    `note_bandwidth_ceilings`)."""
     dev = Device()
     try:
         s = case.setup(cfg, dev)
-        ours, theirs = time_pair(s.ours, s.torch, cfg.repeat, cfg.warmup)
+        fns = [s.ours] + ([s.torch] if s.torch is not None else [])
+        floor = None
+        if s.torch is not None and s.bytes_moved and case.target and case.target.torch_factor:
+            floor = probe.triad_setup(s.bytes_moved // 16).ours  # 16 bytes per element
+            fns.append(floor)
+        times = time_alternating(fns, cfg.repeat, cfg.warmup)
     finally:
         dev.release()
-    return Row(case.name, ours, theirs, s.bytes_moved, s.elements)
+    row = Row(case.name, times[0], times[1] if s.torch is not None else None, s.bytes_moved,
+              s.elements)
+    if floor is not None:
+        row.extra["floor_ms"] = times[2] * 1e3
+    return row
 
 
 def _per_call_median(fn, calls: int) -> float:
@@ -315,3 +327,26 @@ def note_transposed_floor(rows: list[Row]) -> None:
                        f"{penalty * 1e3:.1f} ms (transposed read over a plain one) = "
                        f"{floor * 1e3:.1f} ms, i.e. {contiguous.ours_s / floor:.2f} of "
                        f"contiguous at best; ours took {transposed.ours_s * 1e3:.1f} ms")
+
+
+def note_bandwidth_ceilings(rows: list[Row], cases: list[Case]) -> None:
+    """Note on each failed case with a torch/ours target the most that ratio can be in this
+    run: torch's time over the floor (a triad probe moving the case's bytes, timed
+    alternately with ours and torch; no kernel of ours is expected to move its bytes
+    faster). Where that bound is below the target, the target is out of reach here."""
+    by_name = {r.case: r for r in rows}
+    for case in cases:
+        row, factor = by_name.get(case.name), case.target and case.target.torch_factor
+        floor_ms = row.extra.get("floor_ms") if row else None
+        if not (factor and floor_ms and row.torch_s and row.ours_s):
+            continue
+        ceiling = row.torch_s * 1e3 / floor_ms
+        if row.verdict != "FAIL" and ceiling >= factor:
+            continue
+        verdict = "out of reach here" if ceiling < factor else "reachable in principle"
+        note = (f"{verdict}: a triad probe moving the same {row.bytes_moved / 1e6:.0f} MB "
+                f"took {floor_ms:.2f} ms (alternating with ours and torch), torch "
+                f"{row.torch_s * 1e3:.2f} ms, so torch/ours <= {ceiling:.2f} (target "
+                f"{factor}); ours took {row.ours_s * 1e3:.2f} ms, "
+                f"{floor_ms / (row.ours_s * 1e3):.2f} of the probe's speed")
+        row.note = f"{row.note}; {note}" if row.note else note

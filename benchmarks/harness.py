@@ -194,28 +194,25 @@ def init_runtime() -> None:
 
 # --- timing ------------------------------------------------------------------------------
 
-def time_pair(ours: Callable[[], object], theirs: Callable[[], object] | None,
-              repeat: int, warmup: int, settle: float = 0.01) -> tuple[float, float | None]:
-    """Median seconds of `ours` and `theirs` after `warmup` untimed calls of each.
+def time_alternating(fns: list[Callable[[], object]], repeat: int, warmup: int,
+                     settle: float = 0.01) -> list[float]:
+    """Median seconds of each of `fns` after `warmup` untimed calls of each.
 
-    The two alternate call by call, so the machine's noise hits both alike, with a pause
-    of `settle` seconds before each timed call: Numba and torch each bring their own
-    libgomp, whose idle workers spin for milliseconds after a parallel region; without
-    the pause one library's spinning threads would steal a core from the other's call."""
+    They alternate call by call, so the machine's noise hits all alike, with a pause of
+    `settle` seconds before each timed call: Numba and torch each bring their own libgomp,
+    whose idle workers spin for milliseconds after a parallel region; without the pause
+    one library's spinning threads would steal a core from the other's call."""
     for _ in range(warmup):
-        ours()
-        if theirs is not None:
-            theirs()
-    ours_t, theirs_t = [], []
+        for fn in fns:
+            fn()
+    times: list[list[float]] = [[] for _ in fns]
     for _ in range(repeat):
-        for fn, times in ((ours, ours_t), (theirs, theirs_t)):
-            if fn is None:
-                continue
+        for fn, fn_times in zip(fns, times):
             time.sleep(settle)
             t0 = time.perf_counter()
             fn()
-            times.append(time.perf_counter() - t0)
-    return statistics.median(ours_t), (statistics.median(theirs_t) if theirs_t else None)
+            fn_times.append(time.perf_counter() - t0)
+    return [statistics.median(t) for t in times]
 
 
 class OthersLoad:
@@ -309,6 +306,7 @@ class Target:
     text: str
     check: Callable[[Row, dict], tuple[bool | None, str]]
     needs: tuple[str, ...] = ()
+    torch_factor: float | None = None  # the torch/ours ratio the target asks for, if any
 
 
 def _at_least(value, bound: float, label: str) -> tuple[bool | None, str]:
@@ -320,7 +318,8 @@ def _at_least(value, bound: float, label: str) -> tuple[bool | None, str]:
 def vs_torch(factor: float) -> Target:
     """Passes when torch's time / ours >= `factor`."""
     return Target(f"torch/ours >= {factor}",
-                  lambda row, rows: _at_least(row.ratio, factor, "torch/ours"))
+                  lambda row, rows: _at_least(row.ratio, factor, "torch/ours"),
+                  torch_factor=factor)
 
 
 def bandwidth_and_torch(fraction: float, factor: float) -> Target:
@@ -330,7 +329,8 @@ def bandwidth_and_torch(fraction: float, factor: float) -> Target:
         t_ok, t = _at_least(row.ratio, factor, "torch/ours")
         ok = None if bw_ok is None or t_ok is None else bw_ok and t_ok
         return ok, f"{bw}; {t}"
-    return Target(f">= {fraction} x triad and torch/ours >= {factor}", check)
+    return Target(f">= {fraction} x triad and torch/ours >= {factor}", check,
+                  torch_factor=factor)
 
 
 def vs_case(reference: str, factor: float) -> Target:

@@ -14,7 +14,7 @@ import numba
 import numpy as np
 import torch
 
-from .cases import CASES, PROBES, TRIAD, Case, note_transposed_floor
+from .cases import CASES, PROBES, TRIAD, Case, note_bandwidth_ceilings, note_transposed_floor
 from .harness import Config, OthersLoad, Row, clear_host_cache, init_runtime
 
 THREADS = 2
@@ -131,6 +131,7 @@ def main(argv=None) -> int:
         row.triad_gbps = triad
     judge(rows, cases)
     note_transposed_floor(rows)
+    note_bandwidth_ceilings(rows, cases)
     elapsed = time.perf_counter() - started
     busy = others.fraction()
 
