@@ -1,6 +1,7 @@
 """The memory-bandwidth probe: Numba `prange` copy and triad (3 reads + 1 write) on
-float32 arrays, run on 2 threads. The triad's GB/s is the yardstick of the table's
-"x triad" column. A transposed copy (tiled, 128 x 16) shows what reading a transposed
+float32 arrays, run on 2 threads. A triad is the yardstick of the table's "x triad"
+column: the case's own same-bytes triad where it has one (see `cases.measure_throughput`),
+else the run's triad row. A transposed copy (tiled, 128 x 16) shows what reading a transposed
 view costs this memory system before any computation."""
 
 from __future__ import annotations
