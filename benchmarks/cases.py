@@ -53,25 +53,34 @@ aten = torch.ops.aten
 # --- measurements ------------------------------------------------------------------------
 
 def measure_throughput(case: Case, cfg: Config) -> Row:
-    """Median time of ours and torch (alternating, after warm-up) on the case's setup. A
-    case with a torch/ours target also times, in the same alternation, a triad probe that
-    moves its bytes: the floor that bounds the ratio reachable in this run (see
-    `note_bandwidth_ceilings`)."""
+    """Median time of ours and torch (alternating, after warm-up) on the case's setup.
+
+    Also timed in the same alternation, so that the machine's drift cancels out of the
+    ratios: for a torch/ours target, a triad probe that moves the case's bytes (the floor
+    that bounds the reachable ratio, see `note_bandwidth_ceilings`); for a target relative
+    to another case (`vs_case`), that case's call (`extra["reference_ms"]`)."""
     dev = Device()
     try:
         s = case.setup(cfg, dev)
-        fns = [s.ours] + ([s.torch] if s.torch is not None else [])
-        floor = None
-        if s.torch is not None and s.bytes_moved and case.target and case.target.torch_factor:
-            floor = probe.triad_setup(s.bytes_moved // 16).ours  # 16 bytes per element
-            fns.append(floor)
-        times = time_alternating(fns, cfg.repeat, cfg.warmup)
+        timed = {"ours": s.ours}
+        if s.torch is not None:
+            timed["torch"] = s.torch
+        target = case.target
+        if s.torch is not None and s.bytes_moved and target and target.torch_factor:
+            timed["floor"] = probe.triad_setup(s.bytes_moved // 16).ours  # 16 bytes/element
+        if target and target.needs:
+            reference = next(c for c in CASES if c.name == target.needs[0]).setup(cfg, dev)
+            timed["reference"] = reference.ours
+        times = dict(zip(timed, time_alternating(list(timed.values()), cfg.repeat,
+                                                 cfg.warmup)))
     finally:
         dev.release()
-    row = Row(case.name, times[0], times[1] if s.torch is not None else None, s.bytes_moved,
-              s.elements)
-    if floor is not None:
-        row.extra["floor_ms"] = times[2] * 1e3
+    row = Row(case.name, times["ours"], times.get("torch"), s.bytes_moved, s.elements)
+    for key in ("floor", "reference"):
+        if key in times:
+            row.extra[f"{key}_ms"] = times[key] * 1e3
+    if "reference" in times:
+        row.extra["reference_elements"] = reference.elements
     return row
 
 
@@ -314,18 +323,21 @@ CASES = [
 
 def note_transposed_floor(rows: list[Row]) -> None:
     """Note on the transposed case what the probes of the same run allow it: our contiguous
-    time plus what reading a transposed view costs over a plain read (transposed copy
-    minus copy, the same bytes)."""
+    time (timed alongside it) plus what reading a transposed view costs over a plain read
+    (transposed copy minus copy, the same bytes)."""
     by_name = {r.case: r for r in rows}
-    needed = [by_name.get(name) for name in (CONTIGUOUS, COPY, TRANSPOSED_COPY, TRANSPOSED)]
+    needed = [by_name.get(name) for name in (COPY, TRANSPOSED_COPY, TRANSPOSED)]
     if any(r is None or r.ours_s is None for r in needed):
         return
-    contiguous, copy, transposed_copy, transposed = needed
+    copy, transposed_copy, transposed = needed
+    contiguous_s = transposed.extra.get("reference_ms", 0) * 1e-3
+    if not contiguous_s:
+        return
     penalty = transposed_copy.ours_s - copy.ours_s
-    floor = contiguous.ours_s + penalty
-    transposed.note = (f"probe floor {contiguous.ours_s * 1e3:.1f} ms (contiguous) + "
+    floor = contiguous_s + penalty
+    transposed.note = (f"probe floor {contiguous_s * 1e3:.1f} ms (contiguous) + "
                        f"{penalty * 1e3:.1f} ms (transposed read over a plain one) = "
-                       f"{floor * 1e3:.1f} ms, i.e. {contiguous.ours_s / floor:.2f} of "
+                       f"{floor * 1e3:.1f} ms, i.e. {contiguous_s / floor:.2f} of "
                        f"contiguous at best; ours took {transposed.ours_s * 1e3:.1f} ms")
 
 

@@ -339,12 +339,14 @@ def bandwidth_and_torch(fraction: float, factor: float) -> Target:
 
 
 def vs_case(reference: str, factor: float) -> Target:
-    """Passes when our elements/s >= `factor` x those of case `reference`."""
+    """Passes when our elements/s >= `factor` x those of case `reference`, that case's call
+    timed alongside this one (`extra["reference_ms"]` and `["reference_elements"]`)."""
     def check(row, rows):
-        ref = rows.get(reference)
-        if ref is None or not ref.elements_per_s or not row.elements_per_s:
-            return None, f"needs case {reference!r}"
-        return _at_least(row.elements_per_s / ref.elements_per_s, factor,
+        reference_ms = row.extra.get("reference_ms")
+        if not reference_ms or not row.elements_per_s:
+            return None, f"needs case {reference!r} timed alongside"
+        reference_rate = row.extra["reference_elements"] / (reference_ms * 1e-3)
+        return _at_least(row.elements_per_s / reference_rate, factor,
                          f"elements/s vs {reference!r}:")
     return Target(f"elements/s >= {factor} x {reference!r}", check, needs=(reference,))
 
