@@ -32,6 +32,7 @@ from .bits import (
 
 EXACT, ROUND_FP16, ROUND_HF32 = 0, 1, 2  # how the scaled gradient is rounded (cubeMathType)
 PLANE_CHUNKS = 64  # the planes are shared out in this many runs, each with its own buffers
+_U1, _U2 = np.uint64(1), np.uint64(2)  # unsigned index arithmetic (see the plane loop)
 
 
 @njit(cache=True, error_model="numpy", fastmath={"contract"})
@@ -76,13 +77,15 @@ def _avg_pool2d_backward(bufs, meta, dims, h_plan, w_factor, w_plan, override, r
     planes = n_batch * channels
     chunks = min(planes, PLANE_CHUNKS)
     for chunk in prange(chunks):  # buffers allocated once per chunk of planes
-        q = np.zeros((out_h, padded), np.float32)  # zero columns around the real ones
-        t = np.empty((out_h, width), np.float32)
-        q_flat = q.reshape(out_h * padded)
-        # sums[rho, oh, m]: the sum for column stride*m + rho of row oh; computed along the
-        # flattened rows, so the columns past a row's last (m >= its count) hold junk
-        sums = np.empty((stride, out_h, padded), np.float32)
-        sums_flat = sums.reshape(stride, out_h * padded)
+        # Flat buffers with unsigned indices throughout: 2-D indexing and signed indices
+        # (negative-index wraparound) kept these short loops from vectorising (3x slower).
+        q = np.zeros(out_h * padded, np.float32)  # rows of q, zero columns around each
+        t = np.empty(out_h * width, np.float32)
+        # sums[rho * size + oh * padded + m]: the sum for column stride*m + rho of row oh;
+        # computed along the flattened rows, so the columns past a row's last (m >= its
+        # count) hold junk
+        size = np.uint64(out_h * padded)
+        sums = np.empty(stride * out_h * padded, np.float32)
         grad_row = np.empty(out_w, np.float32)
         row = np.empty(width, np.float32)
         for plane in range(chunk * planes // chunks, (chunk + 1) * planes // chunks):
@@ -92,50 +95,55 @@ def _avg_pool2d_backward(bufs, meta, dims, h_plan, w_factor, w_plan, override, r
             for oh in range(out_h):
                 load_span(go, meta[0, 0], base + oh * meta[0, 4], meta[0, 5], out_w, grad_row)
                 row_factor = np.float32(override if override != 0 else h_factor[oh])
-                for ow in range(out_w):
-                    q[oh, front + ow] = grad_row[ow] / (row_factor * w_divisor[ow])
+                q0 = np.uint64(oh * padded + front)
+                for ow in range(np.uint64(out_w)):
+                    q[q0 + ow] = grad_row[ow] / (row_factor * w_divisor[ow])
                 if rounding == ROUND_FP16:
-                    for ow in range(out_w):
-                        q[oh, front + ow] = round_to_half(q[oh, front + ow])
+                    for ow in range(np.uint64(out_w)):
+                        q[q0 + ow] = round_to_half(q[q0 + ow])
                 elif rounding == ROUND_HF32:
-                    for ow in range(out_w):
-                        q[oh, front + ow] = round_to_hf32(q[oh, front + ow])
+                    for ow in range(np.uint64(out_w)):
+                        q[q0 + ow] = round_to_hf32(q[q0 + ow])
             for rho in range(stride):  # over all rows of q at once (see `sums`)
                 first, last = first_offset[rho], last_offset[rho]
+                r0 = np.uint64(rho) * size
                 if first > last:  # no window covers these columns
-                    for k in range(sums_flat.shape[1]):
-                        sums_flat[rho, k] = 0.0
+                    sums[r0: r0 + size] = 0.0
                     continue
-                start = np.uint64(front + first)  # unsigned: no negative-index wraparound
+                start = np.uint64(front + first)
                 span = np.uint64(out_h * padded - front - last)
                 for k in range(span):
-                    sums_flat[rho, k] = q_flat[start + k]
+                    sums[r0 + k] = q[start + k]
                 for d in range(np.uint64(last - first)):
                     for k in range(span):
-                        sums_flat[rho, k] += q_flat[start + d + np.uint64(1) + k]
+                        sums[r0 + k] += q[start + d + _U1 + k]
             for oh in range(out_h):
+                s0, t0 = np.uint64(oh * padded), np.uint64(oh * width)
                 if stride == 2:  # the common case, interleaved with a constant step
-                    for m in range(width // 2):
-                        t[oh, 2 * m] = sums[0, oh, m]
-                        t[oh, 2 * m + 1] = sums[1, oh, m]
+                    for m in range(np.uint64(width // 2)):
+                        t[t0 + _U2 * m] = sums[s0 + m]
+                        t[t0 + _U2 * m + _U1] = sums[size + s0 + m]
                     if width % 2:
-                        t[oh, width - 1] = sums[0, oh, width // 2]
+                        t[t0 + np.uint64(width - 1)] = sums[s0 + np.uint64(width // 2)]
                 else:
                     for rho in range(stride):
-                        for m in range((width - rho + stride - 1) // stride):
-                            t[oh, stride * m + rho] = sums[rho, oh, m]
+                        r0 = np.uint64(rho) * size + s0
+                        step, at = np.uint64(stride), t0 + np.uint64(rho)
+                        for m in range(np.uint64((width - rho + stride - 1) // stride)):
+                            t[at + step * m] = sums[r0 + m]
             out = meta[1, 1] + n * meta[1, 2] + c * meta[1, 3]
             for ih in range(height):
                 lo, hi = h_lo[ih], h_hi[ih]
                 if lo < hi:
-                    for iw in range(width):
-                        row[iw] = t[lo, iw]
+                    t0 = np.uint64(lo * width)
+                    for iw in range(np.uint64(width)):
+                        row[iw] = t[t0 + iw]
                 else:
-                    for iw in range(width):
-                        row[iw] = 0.0
+                    row[:] = 0.0
                 for oh in range(lo + 1, hi):
-                    for iw in range(width):
-                        row[iw] += t[oh, iw]
+                    t0 = np.uint64(oh * width)
+                    for iw in range(np.uint64(width)):
+                        row[iw] += t[t0 + iw]
                 if meta[1, 0] == F32 and meta[1, 5] == 4:
                     store_f32_row(gi, out + ih * meta[1, 4], width, row)
                 else:
