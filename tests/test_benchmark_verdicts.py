@@ -1,0 +1,61 @@
+"""The benchmark's bookkeeping (benchmarks/, not timed here): the alternating timer, the
+targets judged against a same-run reference, and the notes that say when a torch/ours
+target was out of reach."""
+
+import pytest
+from benchmarks.cases import Case, note_bandwidth_ceilings
+from benchmarks.harness import Row, bandwidth_and_torch, time_alternating, vs_case, vs_torch
+
+
+def test_time_alternating_calls_each_function_in_turn():
+    calls = []
+    fns = [lambda name=name: calls.append(name) for name in "abc"]
+    medians = time_alternating(fns, repeat=3, warmup=2, settle=0.0)
+    assert calls == list("abc") * 5
+    assert len(medians) == 3 and all(m >= 0 for m in medians)
+
+
+def test_triad_fraction_prefers_the_same_bytes_probe():
+    row = Row("case", ours_s=0.010, bytes_moved=400_000_000, triad_gbps=80.0)
+    assert row.triad_fraction == pytest.approx(0.5)  # 40 GB/s of the run's 80
+    row.extra["floor_ms"] = 8.0
+    assert row.triad_fraction == pytest.approx(0.8)  # the probe took 8 ms for our 10
+
+
+def test_vs_case_uses_the_reference_timed_alongside():
+    target = vs_case("contiguous", 0.7)
+    row = Row("transposed", ours_s=0.010, elements=1000)
+    assert target.check(row, {})[0] is None
+    row.extra.update(reference_ms=6.0, reference_elements=1000)
+    ok, detail = target.check(row, {})
+    assert ok is False and "0.60" in detail
+    row.extra["reference_ms"] = 8.0
+    assert target.check(row, {})[0] is True
+    assert target.needs == ("contiguous",)
+
+
+def _failed(name, ours_ms, torch_ms, floor_ms, factor=1.5):
+    case = Case(name, None, vs_torch(factor))
+    row = Row(name, ours_s=ours_ms / 1e3, torch_s=torch_ms / 1e3, bytes_moved=134_000_000)
+    row.extra["floor_ms"] = floor_ms
+    ok, row.detail = case.target.check(row, {})
+    row.verdict = "PASS" if ok else "FAIL"
+    return case, row
+
+
+def test_bandwidth_ceiling_notes():
+    out_of_reach = _failed("a", ours_ms=3.5, torch_ms=3.6, floor_ms=3.0)  # bound 1.20
+    reachable = _failed("b", ours_ms=5.0, torch_ms=6.0, floor_ms=2.0)  # bound 3.0
+    passed = _failed("c", ours_ms=2.0, torch_ms=6.0, floor_ms=1.9)
+    cases, rows = zip(out_of_reach, reachable, passed)
+    note_bandwidth_ceilings(list(rows), list(cases))
+    assert rows[0].note.startswith("out of reach here") and "<= 1.20" in rows[0].note
+    assert rows[1].note.startswith("reachable in principle") and "<= 3.00" in rows[1].note
+    assert "0.40 of the probe's speed" in rows[1].note
+    assert rows[2].note == ""
+
+
+def test_targets_carry_their_torch_factor():
+    assert vs_torch(1.5).torch_factor == 1.5
+    assert bandwidth_and_torch(0.9, 1.0).torch_factor == 1.0
+    assert vs_case("x", 0.7).torch_factor is None
