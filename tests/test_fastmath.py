@@ -20,12 +20,19 @@ def _scaled(values, powers):
     return out
 
 
-@njit
-def _exp(values):
-    out = np.empty_like(values)
-    for i in range(values.size):
-        out[i] = exp_f32(values[i])
-    return out
+def _mapped(fn):
+    """A compiled loop applying the scalar kernel function `fn` to every element."""
+    @njit
+    def apply(values):
+        out = np.empty_like(values)
+        for i in range(values.size):
+            out[i] = fn(values[i])
+        return out
+    return apply
+
+
+_exp = _mapped(exp_f32)
+_GELU_ERF = {False: _mapped(gelu_erf_derivative), True: _mapped(gelu_erf_derivative_short)}
 
 
 def test_scale_by_pow2_is_exact_over_its_range():
@@ -59,14 +66,6 @@ def test_exp_limits():
     assert np.isfinite(got[3:]).all() and (got[3:] > 3.0e38).all()
 
 
-@njit
-def _gelu_erf(values, short):
-    out = np.empty_like(values)
-    for i in range(values.size):
-        out[i] = gelu_erf_derivative_short(values[i]) if short else gelu_erf_derivative(values[i])
-    return out
-
-
 _FLOAT32_TINY = 1.1754944e-38
 
 
@@ -80,7 +79,7 @@ def test_gelu_erf_derivative_within_six_ulp_into_the_tail():
                         np.float32([0.0, -0.0, 1e-30, -1e-30])])
     exact = R.gelu_derivative(x, "none")
     normal = np.abs(exact) >= _FLOAT32_TINY
-    assert _ulp_error(_gelu_erf(x, False), exact)[normal].max() <= 6.0
+    assert _ulp_error(_GELU_ERF[False](x), exact)[normal].max() <= 6.0
 
 
 @pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16])
@@ -91,7 +90,7 @@ def test_short_gelu_erf_derivative_on_every_16bit_input(dtype):
     x = x[np.isfinite(x)]
     exact = R.gelu_derivative(x, "none")
     normal = np.abs(exact) >= _FLOAT32_TINY
-    error = np.abs(_gelu_erf(x, True).astype(np.float64) - exact)[normal]
+    error = np.abs(_GELU_ERF[True](x).astype(np.float64) - exact)[normal]
     assert (error / np.abs(exact[normal])).max() <= 3e-6
 
 
@@ -100,7 +99,7 @@ def test_gelu_erf_derivative_limits():
     x**2); +-inf and NaN give NaN."""
     x = np.float32([0.0, -0.0, 3e38, 1e30, 40.0, -40.0, -1e30, -3e38, np.inf, -np.inf, np.nan])
     for short in (False, True):
-        got = _gelu_erf(x, short)
+        got = _GELU_ERF[short](x)
         assert got[:8].tolist() == [0.5, 0.5, 1.0, 1.0, 1.0, 0.0, 0.0, 0.0]
         assert np.isnan(got[8:]).all()
 
