@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 import ml_dtypes
 import numpy as np
+from numba import njit
 
 import aclnn
 from aclnn import acl
@@ -308,3 +309,16 @@ def run_two_phase(get_workspace_size, execute, *args, stream=None) -> int:
     finally:
         if workspace is not None:
             acl.rt.free(workspace)
+
+
+def mapped(fn, out_dtype=np.float32):
+    """A compiled loop applying the scalar kernel function `fn` to every element of a
+    1-D array, into a new array of `out_dtype` (kernel functions run only compiled)."""
+    @njit
+    def apply(values):
+        out = np.empty(values.size, out_dtype)
+        for i in range(values.size):
+            out[i] = fn(values[i])
+        return out
+    return apply
+

@@ -10,6 +10,7 @@ from numba import njit
 import reference as R
 from aclnn.kernels.bits import scale_by_pow2
 from aclnn.kernels.fastmath import exp_f32, gelu_erf_derivative, gelu_erf_derivative_short
+from support import mapped
 
 
 @njit
@@ -20,19 +21,8 @@ def _scaled(values, powers):
     return out
 
 
-def _mapped(fn):
-    """A compiled loop applying the scalar kernel function `fn` to every element."""
-    @njit
-    def apply(values):
-        out = np.empty_like(values)
-        for i in range(values.size):
-            out[i] = fn(values[i])
-        return out
-    return apply
-
-
-_exp = _mapped(exp_f32)
-_GELU_ERF = {False: _mapped(gelu_erf_derivative), True: _mapped(gelu_erf_derivative_short)}
+_exp = mapped(exp_f32)
+_GELU_ERF = {False: mapped(gelu_erf_derivative), True: mapped(gelu_erf_derivative_short)}
 
 
 def test_scale_by_pow2_is_exact_over_its_range():

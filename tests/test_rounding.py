@@ -4,33 +4,13 @@ independent NumPy/ml_dtypes references over every exponent, ties, NaN, Inf and o
 import ml_dtypes
 import numpy as np
 import pytest
-from numba import njit
 
 from aclnn.kernels.bits import f32_to_bf16, f32_to_half, round_to_hf32
+from support import mapped
 
-
-@njit
-def _to_bf16(values):
-    out = np.empty(values.size, np.uint16)
-    for i in range(values.size):
-        out[i] = f32_to_bf16(values[i])
-    return out
-
-
-@njit
-def _to_hf32(values):
-    out = np.empty_like(values)
-    for i in range(values.size):
-        out[i] = round_to_hf32(values[i])
-    return out
-
-
-@njit
-def _to_half(values):
-    out = np.empty(values.size, np.uint16)
-    for i in range(values.size):
-        out[i] = f32_to_half(values[i])
-    return out
+_to_bf16 = mapped(f32_to_bf16, np.uint16)
+_to_hf32 = mapped(round_to_hf32)
+_to_half = mapped(f32_to_half, np.uint16)
 
 
 def _bit_patterns() -> np.ndarray:
