@@ -7,7 +7,10 @@ Every allocation made here carries guard bytes before and after the tensor's sto
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Sequence
+from pathlib import Path
+from types import ModuleType
 
 import ml_dtypes
 import numpy as np
@@ -321,4 +324,12 @@ def mapped(fn, out_dtype=np.float32):
             out[i] = fn(values[i])
         return out
     return apply
+
+
+def load_script(path) -> ModuleType:
+    """The Python file `path` (a tool or example script, not in a package) as a module."""
+    spec = importlib.util.spec_from_file_location(Path(path).stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 

@@ -17,8 +17,13 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from support import load_script
+
 REPO = Path(__file__).resolve().parents[1]
 SWEEP = REPO / "examples" / "cases" / "sweep.json"
+# the case-file builders of the example generator, shared rather than copied
+_SWEEP_TOOL = load_script(SWEEP.with_name("make_sweep.py"))
+tensor, attr, attrs = _SWEEP_TOOL.tensor, _SWEEP_TOOL.attr, _SWEEP_TOOL.attrs
 BASIC = REPO / "examples" / "cases" / "basic.json"
 ACLNN = Path(sys.executable).with_name("aclnn")
 ENTRIES = {"script": [str(ACLNN)], "module": [sys.executable, "-m", "aclnn"]}
@@ -42,19 +47,6 @@ def strict_json(text: str):
         raise ValueError(f"non-standard JSON constant {constant}")
 
     return json.loads(text, parse_constant=refuse)
-
-
-def tensor(name, dtype, shape, values):
-    return {"name": name, "type": "tensor", "dtype": dtype, "shape": shape,
-            "range_values": values}
-
-
-def attr(name, dtype, value):
-    return {"name": name, "type": "attr", "dtype": dtype, "range_values": value}
-
-
-def attrs(name, values):
-    return [{"name": name, "type": "attrs", "dtype": "int", "range_values": v} for v in values]
 
 
 def l1_case(case_id=0, **extra):

@@ -2,6 +2,8 @@
 2**k scaling under it (every exponent the kernels reach, subnormal results included), and
 GELU' (erf form) in its float32 and its float16/bfloat16 variants."""
 
+from pathlib import Path
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -10,7 +12,7 @@ from numba import njit
 import reference as R
 from aclnn.kernels.bits import scale_by_pow2
 from aclnn.kernels.fastmath import exp_f32, gelu_erf_derivative, gelu_erf_derivative_short
-from support import mapped
+from support import load_script, mapped
 
 
 @njit
@@ -94,24 +96,12 @@ def test_gelu_erf_derivative_limits():
         assert np.isnan(got[8:]).all()
 
 
-def _load_fit_tool():
-    """tools/fit_fastmath.py as a module (tools/ is not a package)."""
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[1] / "tools" / "fit_fastmath.py"
-    spec = importlib.util.spec_from_file_location("fit_fastmath", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_coefficients_are_the_fit_tool_s():
     """tools/fit_fastmath.py reproduces every coefficient set of fastmath (as float32), and
     reports the fit errors the module's comments quote."""
     from aclnn.kernels import fastmath
 
-    fit_tool = _load_fit_tool()
+    fit_tool = load_script(Path(__file__).resolve().parents[1] / "tools" / "fit_fastmath.py")
     quoted = {"_EXP_C": 2.0e-9, "_EXP_C_SHORT": 9.2e-8, "_GELU_V": 4.4e-9,
               "_GELU_V_SHORT": 8.5e-7}
     for name, (coeffs, error) in fit_tool.fits().items():
