@@ -184,16 +184,26 @@ def _mask(indices: list[int]) -> ir.Constant:
     return ir.Constant(ir.VectorType(_I32, len(indices)), indices)
 
 
-def _rounded_bits(builder, value, dropped: int):
-    """The IEEE bits of float32 `value` rounded to nearest-even at bit `dropped`, the low
-    `dropped` bits cleared; a NaN comes back as a quiet NaN. 32-bit integer ops only, so
-    loops vectorise 16 lanes wide (Numba's own uint32 arithmetic widens to 64 bits)."""
-    bits = builder.bitcast(value, _I32)
-    lowest_kept = builder.and_(builder.lshr(bits, _i32(dropped)), _i32(1))
-    rounded = builder.add(builder.add(bits, _i32((1 << (dropped - 1)) - 1)), lowest_kept)
-    quiet_nan = builder.or_(bits, _i32(_QUIET_BIT))
+def _i32_like(value, constant: int) -> ir.Constant:
+    """An i32 `constant` shaped like `value`: scalar, or the same in every lane."""
+    if isinstance(value.type, ir.VectorType):
+        return ir.Constant(ir.VectorType(_I32, value.type.count), [constant] * value.type.count)
+    return _i32(constant)
+
+
+def ir_rounded_bits(builder, value, dropped: int):
+    """The IEEE bits of float32 `value` (a scalar or a vector) rounded to nearest-even at
+    bit `dropped`, the low `dropped` bits cleared; a NaN comes back as a quiet NaN. 32-bit
+    integer ops only, so loops vectorise 16 lanes wide (Numba's own uint32 arithmetic
+    widens to 64 bits)."""
+    bits = builder.bitcast(value, ir.VectorType(_I32, value.type.count)
+                           if isinstance(value.type, ir.VectorType) else _I32)
+    lowest_kept = builder.and_(builder.lshr(bits, _i32_like(bits, dropped)), _i32_like(bits, 1))
+    rounded = builder.add(builder.add(bits, _i32_like(bits, (1 << (dropped - 1)) - 1)),
+                          lowest_kept)
+    quiet_nan = builder.or_(bits, _i32_like(bits, _QUIET_BIT))
     is_nan = builder.fcmp_unordered("uno", value, value)
-    keep_mask = _i32((0xFFFFFFFF << dropped) & 0xFFFFFFFF)
+    keep_mask = _i32_like(bits, (0xFFFFFFFF << dropped) & 0xFFFFFFFF)
     return builder.and_(builder.select(is_nan, quiet_nan, rounded), keep_mask)
 
 
@@ -201,7 +211,7 @@ def _rounded_bits(builder, value, dropped: int):
 def f32_to_bf16(typingctx, value):
     """float32 -> bfloat16 bits, round-to-nearest-even; NaN stays a quiet NaN."""
     def codegen(context, builder, signature, args):
-        return builder.trunc(builder.lshr(_rounded_bits(builder, args[0], 16),
+        return builder.trunc(builder.lshr(ir_rounded_bits(builder, args[0], 16),
                                           _i32(16)), _I16)
     return types.uint16(types.float32), codegen
 
@@ -211,7 +221,7 @@ def round_to_hf32(typingctx, value):
     """float32 -> HF32 (float32 range, 11 explicit mantissa bits), round-to-nearest-even,
     returned as float32. NaN stays NaN; values past the HF32 maximum become inf."""
     def codegen(context, builder, signature, args):
-        return builder.bitcast(_rounded_bits(builder, args[0], 12), _F32T)
+        return builder.bitcast(ir_rounded_bits(builder, args[0], 12), _F32T)
     return types.float32(types.float32), codegen
 
 

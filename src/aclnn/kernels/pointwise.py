@@ -39,6 +39,8 @@ from .bits import (
     transpose_f32x16,
 )
 from .fastmath import gelu_erf_derivative, gelu_erf_derivative_short, gelu_tanh_derivative
+from .gelu_segments import AVAILABLE as SEGMENTS_AVAILABLE
+from .gelu_segments import gelu_bf16_flat, segments, write_segments_into
 from .layout import MAX_RANK, coalesce
 from .typed import VIEW_DTYPE, narrow, widen
 
@@ -294,11 +296,13 @@ _BF16_TABLES: dict[bool, np.ndarray] = {}
 def bf16_derivative_table(use_tanh: bool) -> np.ndarray:
     """GELU'(x) in float32 for every bfloat16 bit pattern x (256 KiB, built once per mode):
     a bfloat16 input has only 65536 values, and looking them up is faster than computing
-    them (the inputs of real data fill a few KiB of it, which stay in L1)."""
+    them (the inputs of real data fill a few KiB of it, which stay in L1). The entries for
+    |x| < gelu_segments.LIMIT hold the piecewise form `gelu_bf16_flat` computes."""
     table = _BF16_TABLES.get(use_tanh)
     if table is None:
         table = np.empty(1 << 16, np.float32)
         _fill_bf16_table(table, use_tanh)
+        write_segments_into(table, use_tanh)
         _BF16_TABLES[use_tanh] = table
     return table
 
@@ -403,6 +407,10 @@ def gelu_backward(shape, grad, x, out, use_tanh: bool) -> PointwiseLaunch:
         if any(v is None for v in views):
             return None
         g, xs, o = views
+        if out.code == BF16 and SEGMENTS_AVAILABLE:
+            form = segments(bool(use_tanh))
+            return lambda: gelu_bf16_flat(g, xs, o, form.coefficients, form.root_hi,
+                                          form.root_lo, table)
         if out.code == BF16:
             return lambda: _gelu_table_flat(g, xs, o, table)
         return lambda: _gelu_flat(g, xs, o, bool(use_tanh), out.code != F32)
