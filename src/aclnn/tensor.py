@@ -33,7 +33,7 @@ class aclTensor:  # noqa: N801 - the CANN name
     """A strided view on device memory; build it with `aclCreateTensor`."""
 
     __slots__ = ("view_shape", "dtype", "strides", "offset", "format", "storage_shape",
-                 "addr", "region", "destroyed")
+                 "addr", "region", "destroyed", "__weakref__")
 
     def __init__(self, view_shape, dtype, strides, offset, fmt, storage_shape, addr, region):
         self.view_shape: tuple[int, ...] = view_shape

@@ -14,6 +14,7 @@ import bisect
 import os
 import threading
 import weakref
+from collections.abc import Callable
 
 import numpy as np
 
@@ -111,6 +112,11 @@ class MemoryBudget:
 
 budget = MemoryBudget(int(MemoryBudget.SHARE * _physical_memory()))
 
+# Called with each region a heap releases, after it is marked dead: layers above that keep
+# references to allocations (the aclnn plan cache) drop them here, so that freed memory is
+# really returned.
+release_listeners: list[Callable[[Region], None]] = []
+
 
 class _Heap:
     """Live allocations of one side (device or host), searchable by any address inside them."""
@@ -142,6 +148,8 @@ class _Heap:
         region.alive = False
         region.buffer = None
         budget.give_back(region.size)
+        for listener in release_listeners:
+            listener(region)
         return region
 
     def find(self, addr: int, nbytes: int = 0) -> Region | None:

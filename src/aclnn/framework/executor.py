@@ -18,6 +18,7 @@ from ..acl import _memory
 from ..acl._errmsg import set_recent_error
 from ..acl._streams import TaskError, streams
 from ..tensor import aclTensor
+from . import plan_cache
 from .status import (
     ACLNN_ERR_INNER,
     ACLNN_ERR_PARAM_INVALID,
@@ -167,11 +168,19 @@ def workspace_api(op: str):
     """Decorator: `plan(*args) -> Plan` becomes phase 1, `(workspace_size, executor, status)`.
 
     A check's AclnnError becomes its status and the recent error message; any other
-    exception is an internal error (561000), never a crash.
+    exception is an internal error (561000), never a crash. A call that repeats a
+    successful one reuses its plan (`plan_cache`, CANN's aclnn cache).
     """
     def decorate(plan_fn: Callable[..., Plan]):
         @functools.wraps(plan_fn)
         def get_workspace_size(*args):
+            cache = plan_cache.cache
+            key = cache.key(op, args)
+            cached = cache.lookup(key, args) if key is not None else None
+            if cached is not None:
+                steps, workspace_size, tensors = cached
+                plan = Plan(list(steps), tensors, workspace_size)
+                return workspace_size, aclOpExecutor(op, plan), ACLNN_SUCCESS
             try:
                 plan = plan_fn(*args)
             except AclnnError as exc:
@@ -180,6 +189,8 @@ def workspace_api(op: str):
             except Exception as exc:  # a bug must surface as a status, not a crash
                 set_recent_error(f"{op}: internal error: {type(exc).__name__}: {exc}")
                 return 0, None, ACLNN_ERR_INNER
+            if key is not None:
+                cache.store(key, args, plan.steps, plan.workspace_size, plan.tensors)
             return plan.workspace_size, aclOpExecutor(op, plan), ACLNN_SUCCESS
 
         get_workspace_size.__name__ = get_workspace_size.__qualname__ = op + "GetWorkspaceSize"

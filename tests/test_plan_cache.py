@@ -1,0 +1,217 @@
+"""The aclnn cache (framework/plan_cache.py): a phase 1 that repeats a successful one
+reuses its plan, and a cached call answers exactly as a full phase 1 would, whatever
+happened to its arguments, the SoC or the memory in between."""
+
+import gc
+import weakref
+
+import numpy as np
+import pytest
+
+import aclnn
+from aclnn import acl
+from aclnn.framework import plan_cache
+from aclnn.kernels import pointwise
+from support import check_accepted, empty_device, run_two_phase, to_device
+
+SL1 = aclnn.aclnnSmoothL1LossBackwardGetWorkspaceSize
+SL1_RUN = aclnn.aclnnSmoothL1LossBackward
+POOL = aclnn.aclnnAvgPool2dBackwardGetWorkspaceSize
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache():
+    """An empty cache with the default limit for each test, and again afterwards."""
+    plan_cache.configure(plan_cache.DEFAULT_LIMIT)
+    yield plan_cache.cache
+    plan_cache.configure(plan_cache.DEFAULT_LIMIT)
+
+
+@pytest.fixture
+def plans(monkeypatch):
+    """Counts the SmoothL1 plans phase 1 builds (pointwise.smooth_l1_backward calls)."""
+    built = []
+    original = pointwise.smooth_l1_backward
+
+    def counting(*args, **kwargs):
+        built.append(args)
+        return original(*args, **kwargs)
+    monkeypatch.setattr(pointwise, "smooth_l1_backward", counting)
+    return built
+
+
+@pytest.fixture
+def sl1():
+    """Device tensors g, x, y, out of 6 float32 elements (x - y spans both sides of beta)."""
+    tensors = [to_device(np.full(6, 2.0, np.float32)),
+               to_device(np.arange(6, dtype=np.float32)),
+               to_device(np.full(6, 2.5, np.float32)),
+               empty_device((6,), np.float32)]
+    yield tensors
+    for t in tensors:
+        if t.tensor is not None:
+            t.free()
+
+
+def _args(sl1, beta=1.0):
+    g, x, y, out = sl1
+    return g.tensor, x.tensor, y.tensor, 0, beta, out.tensor
+
+
+def _expected(beta):
+    d = np.arange(6, dtype=np.float64) - 2.5
+    return 2.0 * np.where(np.abs(d) < beta, d / beta, np.sign(d))
+
+
+def _answer(get_workspace_size, *args):
+    """(status, recent error message, has an executor) of one phase 1."""
+    aclnn.aclGetRecentErrMsg()
+    _, executor, ret = get_workspace_size(*args)
+    return ret, aclnn.aclGetRecentErrMsg() if ret else "", executor is not None
+
+
+def _cached_and_uncached(get_workspace_size, *args):
+    """The answer of phase 1 with the cache on (the call was cached before), then off."""
+    cached = _answer(get_workspace_size, *args)
+    plan_cache.configure(0)
+    return cached, _answer(get_workspace_size, *args)
+
+
+def test_repeated_call_plans_once_and_computes_the_same(sl1, plans):
+    """The second identical phase 1 builds no plan; both executors give the result; another
+    beta is another call."""
+    for beta, expected_plans in ((1.0, 1), (1.0, 1), (2.0, 2), (1.0, 2)):
+        assert run_two_phase(SL1, SL1_RUN, *_args(sl1, beta)) == 0
+        assert len(plans) == expected_plans
+        np.testing.assert_allclose(sl1[3].view(), _expected(beta), rtol=1e-6)
+
+
+def test_executors_from_the_cache_are_independent(sl1):
+    """Two executors of one cached call: running one consumes only that one."""
+    _, first = check_accepted(SL1(*_args(sl1)))
+    _, second = check_accepted(SL1(*_args(sl1)))
+    assert first is not second
+    assert SL1_RUN(None, 0, first, None) == 0
+    assert SL1_RUN(None, 0, first, None) == aclnn.ACLNN_ERR_PARAM_INVALID
+    assert SL1_RUN(None, 0, second, None) == 0
+    assert acl.rt.synchronize_stream(None) == 0
+
+
+def test_destroyed_tensor_fails_as_without_the_cache(sl1):
+    check_accepted(SL1(*_args(sl1)))
+    assert aclnn.aclDestroyTensor(sl1[1].tensor) == 0
+    cached, uncached = _cached_and_uncached(SL1, *_args(sl1))
+    assert cached == uncached
+    assert cached[0] == aclnn.ACLNN_ERR_PARAM_INVALID and "destroyed" in cached[1]
+
+
+def test_freed_memory_fails_as_without_the_cache_and_is_not_kept(sl1, fresh_cache):
+    """Freeing an allocation drops the entries that use it: the cache keeps no reference to
+    freed memory (the runtime has given it back)."""
+    check_accepted(SL1(*_args(sl1)))
+    assert len(fresh_cache) == 1
+    buffer = sl1[2].tensor.region.buffer
+    root = weakref.ref(buffer.base if buffer.base is not None else buffer)
+    del buffer
+    assert acl.rt.free(sl1[2].ptr) == 0
+    assert len(fresh_cache) == 0
+    gc.collect()
+    assert root() is None
+    cached, uncached = _cached_and_uncached(SL1, *_args(sl1))
+    assert cached == uncached
+    assert cached[0] == aclnn.ACLNN_ERR_PARAM_INVALID and "freed" in cached[1]
+    aclnn.aclDestroyTensor(sl1[2].tensor)
+    sl1[2].tensor = None
+
+
+def test_collected_tensors_take_their_entries(sl1, fresh_cache):
+    """A tensor object that is garbage-collected (its memory still allocated) leaves no
+    entry behind."""
+    x = sl1[1]
+    view = aclnn.aclCreateTensor([6], aclnn.ACL_FLOAT, [1], 0, aclnn.ACL_FORMAT_ND, [x.total // 4],
+                                 x.ptr)
+    g, _, y, out = sl1
+    check_accepted(SL1(g.tensor, view, y.tensor, 0, 1.0, out.tensor))
+    assert len(fresh_cache) == 1
+    del view
+    gc.collect()
+    assert len(fresh_cache) == 0
+
+
+def test_soc_switch_is_a_different_call(use_soc):
+    """A bfloat16 call cached on Ascend910B is refused on Ascend910, as without the cache."""
+    import ml_dtypes
+
+    tensors = [to_device(np.ones(4, ml_dtypes.bfloat16)) for _ in range(4)]
+    try:
+        args = (*(t.tensor for t in tensors[:3]), 0, 1.0, tensors[3].tensor)
+        check_accepted(SL1(*args))
+        use_soc("Ascend910")
+        cached, uncached = _cached_and_uncached(SL1, *args)
+        assert cached == uncached
+        assert cached[0] == aclnn.ACLNN_ERR_PARAM_INVALID
+    finally:
+        for t in tensors:
+            t.free()
+
+
+def test_limit_drops_the_least_recently_used(sl1, plans, fresh_cache):
+    plan_cache.configure(2)
+    for beta in (1.0, 2.0, 1.0, 3.0):  # 2.0 is the least recently used when 3.0 comes
+        check_accepted(SL1(*_args(sl1, beta)))
+    assert len(fresh_cache) == 2 and len(plans) == 3
+    check_accepted(SL1(*_args(sl1, 1.0)))
+    check_accepted(SL1(*_args(sl1, 2.0)))
+    assert len(plans) == 4
+
+
+def test_limit_zero_turns_the_cache_off(sl1, plans, fresh_cache):
+    plan_cache.configure(0)
+    for _ in range(3):
+        check_accepted(SL1(*_args(sl1)))
+    assert len(plans) == 3 and len(fresh_cache) == 0
+
+
+def test_arguments_without_a_key_are_not_cached(sl1, plans, fresh_cache):
+    """A NumPy scalar beta is accepted but not cached; -0.0 and 0.0 are different calls."""
+    for beta in (np.float64(1.0), np.float64(1.0), 0.0, -0.0, 0.0):
+        check_accepted(SL1(*_args(sl1, beta)))
+    assert len(plans) == 4 and len(fresh_cache) == 2
+
+
+@pytest.mark.parametrize("text, limit", [("5", 5), ("0", 0), ("10000000", 10_000_000),
+                                         ("", 10000), ("many", 10000), ("-1", 10000),
+                                         ("10000001", 10000)])
+def test_limit_from_the_environment(monkeypatch, text, limit):
+    monkeypatch.setenv("ACLNN_CACHE_LIMIT", text)
+    assert plan_cache._limit_from_environment() == limit
+
+
+def test_int_arrays_count_by_value_and_liveness(monkeypatch):
+    """AvgPool2dBackward: a new aclIntArray with the same values is the same call; a
+    destroyed one fails as without the cache."""
+    from aclnn.kernels import pool
+
+    built = []
+    original = pool.AvgPool2dBackwardLaunch
+    monkeypatch.setattr(pool, "AvgPool2dBackwardLaunch",
+                        lambda *a: built.append(a) or original(*a))
+    grad = to_device(np.ones((1, 1, 2, 2), np.float32), fmt=aclnn.ACL_FORMAT_NCHW)
+    x = to_device(np.zeros((1, 1, 4, 4), np.float32), fmt=aclnn.ACL_FORMAT_NCHW)
+    out = to_device(np.zeros((1, 1, 4, 4), np.float32), fmt=aclnn.ACL_FORMAT_NCHW)
+    arrays = []
+    try:
+        for _ in range(2):
+            k, p = aclnn.aclCreateIntArray([2, 2]), aclnn.aclCreateIntArray([0, 0])
+            arrays += [k, p]
+            check_accepted(POOL(grad.tensor, x.tensor, k, k, p, False, True, 0, 0, out.tensor))
+        assert len(built) == 1
+        assert aclnn.aclDestroyIntArray(k) == 0
+        cached, uncached = _cached_and_uncached(
+            POOL, grad.tensor, x.tensor, k, k, p, False, True, 0, 0, out.tensor)
+        assert cached == uncached and cached[0] == aclnn.ACLNN_ERR_PARAM_INVALID
+    finally:
+        for a in arrays:
+            aclnn.aclDestroyIntArray(a)
+        for t in (grad, x, out):
+            t.free()
