@@ -1,23 +1,25 @@
-"""GELU' of bfloat16 inputs as piecewise polynomials, selected by AVX-512 permutes.
+"""GELU' for float32 and bfloat16 results as piecewise polynomials, picked by permutes.
 
-A bfloat16 input has only 65536 values, so its GELU' can come from a table
-(`pointwise.bf16_derivative_table`); but one lookup per element is a gather, which caps a
-kernel well below the memory speed (about 6 G lookups/s on this project's 2-core
-machine). Here, for |x| < LIMIT,
+The formulas of `fastmath` cost some fifty vector operations per element, and a bfloat16
+input's table (`pointwise.bf16_derivative_table`) costs a gather per element; both keep a
+kernel well below the memory speed on this project's 2-core machine. Here, for |x| < LIMIT,
 
     GELU'(x) = q(a) for x < 0 and 1 - q(a) for x >= 0,  a = |x|,  q(a) = GELU'(-a),
     q(a) = ((a_r - a) in two parts) * P_k(w),  k = floor(8a),  w = 8a - k,
 
 with 32 segments a in [k/8, (k+1)/8): P_k, of degree 4, interpolates q(a)/(a_r - a) at
 Chebyshev nodes (float64 references), and a_r, q's root, is held in two float32 parts so
-that a_r - a is exact near it. The coefficients of all 32 segments fill two 16-lane
-registers per power of w; a lane takes its segment's coefficient with one `vpermi2ps`.
-Lanes with |x| >= LIMIT, or NaN, read the table instead: a masked gather, run only for a
-vector of 16 that has such a lane (about one in a thousand for normally distributed x).
+that a_r - a is exact near it (within 4.5 float32 ULP of GELU' for the erf form, 7.4 for
+the tanh form). The coefficients of all 32 segments fill two 16-lane registers per power
+of w; with AVX-512 a lane takes its segment's coefficient with one `vpermi2ps` (elsewhere
+the same IR gathers them). A row goes 16 lanes at a time; the vectors holding a lane with
+|x| >= LIMIT or NaN are listed, and those lanes then take the formula (float32) or the
+table (bfloat16): about one vector in a thousand for normally distributed x, and no
+slower than the formula alone when every lane is out there.
 
-The table holds these same float32 values for |x| < LIMIT (`segment_derivative` is the
-scalar twin of the vector code), so every kernel path gives the same bits. The vector
-code needs AVX-512F (`AVAILABLE`); elsewhere the table serves every element.
+`segment_derivative` is the scalar twin of the vector code, operation for operation: it
+fills the bfloat16 table. Every element of a row, the last partial vector included, goes
+through the same vector code, so every path gives the same bits.
 """
 
 from __future__ import annotations
@@ -33,12 +35,23 @@ from numba.core import cgutils, config
 from numba.core.codegen import get_host_cpu_features
 from numba.extending import intrinsic
 
-from .bits import bf16_to_f32, fma_f32, ir_rounded_bits
+from .bits import (
+    bf16_to_f32,
+    f32_to_bf16,
+    fma_f32,
+    ir_rounded_bits,
+    load_f32,
+    load_u16,
+    store_f32,
+    store_u16,
+)
+from .fastmath import gelu_erf_derivative, gelu_tanh_derivative
 
 SEGMENTS, PER_UNIT, DEGREE = 32, 8, 4
 LIMIT = SEGMENTS / PER_UNIT
 LANES = 16
-BLOCK = 4096  # elements per parallel work item
+BLOCK = 4096  # elements per row of the contiguous kernel
+RUNS = 64  # its parallel work items
 _SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
 _TANH_C = 0.044715
 
@@ -54,7 +67,7 @@ def _target_features() -> set[str]:
     return set(features.split(","))
 
 
-AVAILABLE = "+avx512f" in _target_features()
+AVX512 = "+avx512f" in _target_features()  # vpermi2ps, cvttps2dq
 _BF16_CONVERT = "+avx512bf16" in _target_features()  # vcvtneps2bf16
 
 
@@ -107,10 +120,10 @@ def segments(use_tanh: bool) -> Segments:
 
 
 @njit(inline="always", error_model="numpy", fastmath={"contract"})
-def segment_derivative(bits, coefficients, root_hi, root_lo):
-    """GELU'(x) for the bfloat16 `bits` of x with |x| < LIMIT, in float32, operation for
-    operation as the vector code computes it."""
-    a = abs(bf16_to_f32(bits))
+def segment_derivative(x, coefficients, root_hi, root_lo):
+    """GELU'(x) for float32 x with |x| < LIMIT, operation for operation as the vector code
+    computes it."""
+    a = abs(x)
     t = a * _F_PER_UNIT
     k = np.int32(t)
     w = t - f(k)
@@ -118,11 +131,16 @@ def segment_derivative(bits, coefficients, root_hi, root_lo):
     for j in range(DEGREE - 1, -1, -1):
         p = fma_f32(p, w, coefficients[j, k])
     q = ((root_hi - a) + root_lo) * p
-    return q if bits >= 0x8000 else _ONE - q
+    return q if x < 0 else _ONE - q
+
+
+@njit(inline="always", error_model="numpy", fastmath={"contract"})
+def _formula(x, use_tanh):
+    return gelu_tanh_derivative(x) if use_tanh else gelu_erf_derivative(x)
 
 
 _I16, _I32, _I64, _F32 = ir.IntType(16), ir.IntType(32), ir.IntType(64), ir.FloatType()
-_VF, _VI, _VH, _VQ = (ir.VectorType(t, LANES) for t in (_F32, _I32, _I16, _I64))
+_VF, _VI, _VH = (ir.VectorType(t, LANES) for t in (_F32, _I32, _I16))
 _VMASK = ir.VectorType(ir.IntType(1), LANES)
 
 
@@ -148,6 +166,11 @@ def _broadcast(builder, value, vector_type: ir.VectorType):
     return builder.shuffle_vector(first, first, _splat(_VI, 0))
 
 
+def _function(builder, name: str, result, arguments):
+    return cgutils.get_or_insert_function(builder.module, ir.FunctionType(result, arguments),
+                                          name)
+
+
 def _bf16_converter(builder):
     """A function emitting float32 x 16 -> bfloat16 x 16 (as i16), round-to-nearest-even:
     `vcvtneps2bf16` where the CPU has it, whose flushing of subnormal inputs to zero is
@@ -159,12 +182,9 @@ def _bf16_converter(builder):
 
     if not _BF16_CONVERT:
         return by_integers
-    module = builder.module
-    convert = cgutils.get_or_insert_function(
-        module, ir.FunctionType(ir.VectorType(_BFloat(), LANES), [_VF]),
-        "llvm.x86.avx512bf16.cvtneps2bf16.512")
-    classify = cgutils.get_or_insert_function(
-        module, ir.FunctionType(_VMASK, [_VF, _I32]), "llvm.x86.avx512.fpclass.ps.512")
+    convert = _function(builder, "llvm.x86.avx512bf16.cvtneps2bf16.512",
+                        ir.VectorType(_BFloat(), LANES), [_VF])
+    classify = _function(builder, "llvm.x86.avx512.fpclass.ps.512", _VMASK, [_VF, _I32])
 
     def by_instruction(value):
         slot = cgutils.alloca_once(builder, _VH)
@@ -178,107 +198,226 @@ def _bf16_converter(builder):
     return by_instruction
 
 
-@intrinsic
-def _segments_block(typingctx, x, g, o, start, vectors, coefficients, table, root_hi, root_lo):
-    """o[start:start + 16 * vectors] = bfloat16(g * GELU'(x)) for bfloat16 (int16) arrays,
-    16 lanes at a time: the vector twin of `segment_derivative`, `table` for |x| >= LIMIT."""
-    def codegen(context, builder, signature, args):
-        def data(i):
-            return context.make_array(signature.args[i])(context, builder, value=args[i]).data
-
-        module = builder.module
-        permute = cgutils.get_or_insert_function(
-            module, ir.FunctionType(_VF, [_VF, _VI, _VF]), "llvm.x86.avx512.vpermi2var.ps.512")
-        fma = cgutils.get_or_insert_function(
-            module, ir.FunctionType(_VF, [_VF, _VF, _VF]), "llvm.fma.v16f32")
-        # cvttps2dq: defined for every input (NaN and |t| >= 2**31 give 0x80000000, whose
-        # low 5 bits pick segment 0), unlike fptosi; those lanes read the table anyway
-        truncate = cgutils.get_or_insert_function(
-            module, ir.FunctionType(_VI, [_VF, _VI, _I16, _I32]),
-            "llvm.x86.avx512.mask.cvttps2dq.512")
-        pointers = ir.VectorType(_F32.as_pointer(), LANES)
-        gather = cgutils.get_or_insert_function(
-            module, ir.FunctionType(_VF, [pointers, _I32, _VMASK, _VF]),
-            "llvm.masked.gather.v16f32.v16p0")
-        rows = builder.bitcast(data(5), _VF.as_pointer())
+def _segment_picker(builder, coefficients):
+    """(k, j) -> coefficient j of each lane's segment k (k: i32 x 16, any value; its low 5
+    bits count): `vpermi2ps` from two registers per j with AVX-512, else a gather from the
+    (DEGREE + 1, 32) float32 array at `coefficients`."""
+    rows = builder.bitcast(coefficients, _VF.as_pointer())
+    if AVX512:
+        permute = _function(builder, "llvm.x86.avx512.vpermi2var.ps.512", _VF, [_VF, _VI, _VF])
         low = [builder.load(builder.gep(rows, [_I32(2 * j)]), align=4) for j in range(DEGREE + 1)]
         high = [builder.load(builder.gep(rows, [_I32(2 * j + 1)]), align=4)
                 for j in range(DEGREE + 1)]
-        root_hi_v = _broadcast(builder, args[7], _VF)
-        root_lo_v = _broadcast(builder, args[8], _VF)
-        table_v = _broadcast(builder, builder.ptrtoint(data(6), _I64), _VQ)
-        derivative = cgutils.alloca_once(builder, _VF)
-        to_bf16 = _bf16_converter(builder)
-        xs, gs, os = data(0), data(1), data(2)
+        return lambda k, j: builder.call(permute, [low[j], k, high[j]])
+    pointers = ir.VectorType(_F32.as_pointer(), LANES)
+    gather = _function(builder, "llvm.masked.gather.v16f32.v16p0", _VF,
+                       [pointers, _I32, _VMASK, _VF])
+    base = _broadcast(builder, builder.ptrtoint(rows, _I64), ir.VectorType(_I64, LANES))
 
-        def at(base, index):
-            return builder.bitcast(builder.gep(base, [index]), _VH.as_pointer())
+    def pick(k, j):
+        index = builder.add(builder.and_(k, _splat(_VI, SEGMENTS - 1)), _splat(_VI, SEGMENTS * j))
+        offsets = builder.shl(builder.zext(index, base.type), ir.Constant(base.type, [2] * LANES))
+        return builder.call(gather, [builder.inttoptr(builder.add(base, offsets), pointers),
+                                     _I32(4), _splat(_VMASK, 1), ir.Constant(_VF, ir.Undefined)])
+    return pick
 
-        with cgutils.for_range(builder, args[4]) as loop:
-            index = builder.add(args[3], builder.mul(loop.index, ir.Constant(loop.index.type,
-                                                                              LANES)))
-            x_half = builder.load(at(xs, index), align=2)
-            x_bits = builder.shl(builder.zext(x_half, _VI), _splat(_VI, 16))
-            a = builder.bitcast(builder.and_(x_bits, _splat(_VI, 0x7FFFFFFF)), _VF)
-            inside = builder.fcmp_ordered("<", a, _splat(_VF, LIMIT))
-            t = builder.fmul(a, _splat(_VF, float(PER_UNIT)))
-            k = builder.call(truncate, [t, _splat(_VI, 0), _I16(-1), _I32(4)])
-            w = builder.fsub(t, builder.sitofp(k, _VF))
-            p = builder.call(permute, [low[DEGREE], k, high[DEGREE]])
-            for j in range(DEGREE - 1, -1, -1):
-                p = builder.call(fma, [p, w, builder.call(permute, [low[j], k, high[j]])])
-            q = builder.fmul(builder.fadd(builder.fsub(root_hi_v, a), root_lo_v), p)
-            negative = builder.icmp_signed("<", x_bits, _splat(_VI, 0))
-            builder.store(builder.select(negative, q, builder.fsub(_splat(_VF, 1.0), q)),
-                          derivative)
-            outside = builder.not_(inside)
-            with builder.if_then(builder.icmp_unsigned("!=", builder.bitcast(outside, _I16),
-                                                       _I16(0)), likely=False):
-                offsets = builder.shl(builder.zext(x_half, _VQ), _splat(_VQ, 2))
-                entries = builder.inttoptr(builder.add(table_v, offsets), pointers)
-                builder.store(builder.call(gather, [entries, _I32(4), outside,
-                                                    builder.load(derivative)]), derivative)
-            g_value = builder.bitcast(builder.shl(builder.zext(builder.load(at(gs, index),
-                                                                            align=2), _VI),
-                                                  _splat(_VI, 16)), _VF)
-            product = builder.fmul(g_value, builder.load(derivative))
-            builder.store(to_bf16(product), at(os, index), align=2)
-        return context.get_dummy_value()
 
-    sig = types.none(x, g, o, types.intp, types.intp, coefficients, table, types.float32,
-                     types.float32)
-    return sig, codegen
+def _truncator(builder):
+    """t -> int32 x 16, t's integer part for 0 <= t < 2**31; any other t gives some integer
+    (`cvttps2dq`; else fptosi of t, or of 0 where t is out of that range)."""
+    if AVX512:
+        truncate = _function(builder, "llvm.x86.avx512.mask.cvttps2dq.512", _VI,
+                             [_VF, _VI, _I16, _I32])
+        return lambda t: builder.call(truncate, [t, _splat(_VI, 0), _I16(-1), _I32(4)])
+
+    def portable(t):
+        inside = builder.fcmp_ordered("<", t, _splat(_VF, float(2 ** 31)))
+        return builder.fptosi(builder.select(inside, t, _splat(_VF, 0.0)), _VI)
+    return portable
+
+
+def _row_block(bf16: bool):
+    """The vector loop of a row: float32 elements, or bfloat16 (`bf16`), at byte offsets of
+    uint8 arrays; returns how many vectors it listed in `flagged` (see the module doc)."""
+    def block(typingctx, x, x_at, g, g_at, o, o_at, vectors, coefficients, root_hi, root_lo,
+              flagged):
+        def codegen(context, builder, signature, args):
+            def data(i):
+                return context.make_array(signature.args[i])(context, builder,
+                                                             value=args[i]).data
+
+            (_, x_at, _, g_at, _, o_at, vectors, _, root_hi, root_lo, _) = args
+            lane_bytes = 2 if bf16 else 4
+            pick = _segment_picker(builder, data(7))
+            truncate = _truncator(builder)
+            to_bf16 = _bf16_converter(builder)
+            root_hi_v = _broadcast(builder, root_hi, _VF)
+            root_lo_v = _broadcast(builder, root_lo, _VF)
+            flagged_at = builder.bitcast(data(10), _I64.as_pointer())
+            count = cgutils.alloca_once_value(builder, ir.Constant(vectors.type, 0))
+            element = _VH if bf16 else _VF
+            step = ir.Constant(vectors.type, LANES * lane_bytes)
+
+            def address(i, at, v):
+                offset = builder.add(at, builder.mul(v, step))
+                return builder.bitcast(builder.gep(data(i), [offset]), element.as_pointer())
+
+            def load(i, at, v):
+                value = builder.load(address(i, at, v), align=lane_bytes)
+                if not bf16:
+                    return value
+                return builder.bitcast(builder.shl(builder.zext(value, _VI), _splat(_VI, 16)),
+                                       _VF)
+
+            with cgutils.for_range(builder, vectors) as loop:
+                v = loop.index
+                x_value = load(0, x_at, v)
+                a = builder.bitcast(builder.and_(builder.bitcast(x_value, _VI),
+                                                 _splat(_VI, 0x7FFFFFFF)), _VF)
+                t = builder.fmul(a, _splat(_VF, float(PER_UNIT)))
+                k = truncate(t)
+                w = builder.fsub(t, builder.sitofp(k, _VF))
+                p = pick(k, DEGREE)
+                for j in range(DEGREE - 1, -1, -1):
+                    p = builder.call(_function(builder, "llvm.fma.v16f32", _VF, [_VF] * 3),
+                                     [p, w, pick(k, j)])
+                q = builder.fmul(builder.fadd(builder.fsub(root_hi_v, a), root_lo_v), p)
+                negative = builder.fcmp_ordered("<", x_value, _splat(_VF, 0.0))
+                derivative = builder.select(negative, q, builder.fsub(_splat(_VF, 1.0), q))
+                product = builder.fmul(load(2, g_at, v), derivative)
+                builder.store(to_bf16(product) if bf16 else product, address(4, o_at, v),
+                              align=lane_bytes)
+                outside = builder.fcmp_unordered(">=", a, _splat(_VF, LIMIT))  # NaN too
+                with builder.if_then(builder.icmp_unsigned(
+                        "!=", builder.bitcast(outside, _I16), _I16(0)), likely=False):
+                    listed = builder.load(count)
+                    builder.store(v, builder.gep(flagged_at, [listed]))
+                    builder.store(builder.add(listed, ir.Constant(listed.type, 1)), count)
+            return builder.load(count)
+
+        sig = types.intp(x, types.intp, g, types.intp, o, types.intp, types.intp,
+                         coefficients, types.float32, types.float32, flagged)
+        return sig, codegen
+    block.__doc__ = _row_block.__doc__
+    return intrinsic(block)
+
+
+_f32_block = _row_block(False)
+_bf16_block = _row_block(True)
+
+
+@njit(inline="always", error_model="numpy", fastmath={"contract"})
+def _f32_vectors(x, x_at, g, g_at, o, o_at, vectors, coefficients, root_hi, root_lo, use_tanh,
+                 flagged):
+    count = _f32_block(x, x_at, g, g_at, o, o_at, vectors, coefficients, root_hi, root_lo,
+                       flagged)
+    for listed in range(count):
+        for i in range(LANES * flagged[listed], LANES * (flagged[listed] + 1)):
+            xi = load_f32(x, x_at + 4 * i)
+            if not abs(xi) < _F_LIMIT:
+                store_f32(o, o_at + 4 * i, load_f32(g, g_at + 4 * i) * _formula(xi, use_tanh))
+
+
+@njit(inline="always", error_model="numpy", fastmath={"contract"})
+def _bf16_vectors(x, x_at, g, g_at, o, o_at, vectors, coefficients, root_hi, root_lo, table,
+                  flagged):
+    count = _bf16_block(x, x_at, g, g_at, o, o_at, vectors, coefficients, root_hi, root_lo,
+                        flagged)
+    for listed in range(count):
+        for i in range(LANES * flagged[listed], LANES * (flagged[listed] + 1)):
+            bits = load_u16(x, x_at + 2 * i)
+            if not abs(bf16_to_f32(bits)) < _F_LIMIT:
+                product = bf16_to_f32(load_u16(g, g_at + 2 * i)) * table[bits]
+                store_u16(o, o_at + 2 * i, f32_to_bf16(product))
+
+
+_PAD_BYTES = 4 * LANES  # one vector of float32; the pad holds x, g, o at 0, 64, 128
+PAD_BYTES = 3 * _PAD_BYTES  # the `pad` scratch of a row
+
+
+@njit(inline="always", error_model="numpy", fastmath={"contract"})
+def _fill_pad(pad, x, x_at, g, g_at, nbytes):
+    pad[:] = 0
+    for b in range(nbytes):
+        pad[b] = x[x_at + b]
+        pad[_PAD_BYTES + b] = g[g_at + b]
+
+
+@njit(inline="always", error_model="numpy", fastmath={"contract"})
+def _empty_pad(pad, o, o_at, nbytes):
+    for b in range(nbytes):
+        o[o_at + b] = pad[2 * _PAD_BYTES + b]
+
+
+@njit(inline="always", error_model="numpy", fastmath={"contract"})
+def gelu_f32_row(x, x_at, g, g_at, o, o_at, n, coefficients, root_hi, root_lo, use_tanh,
+                 flagged, pad):
+    """o = g * GELU'(x) for a row of n float32 elements at byte offsets x_at, g_at, o_at of
+    the uint8 arrays x, g, o. Scratch: `flagged`, int64, at least n // 16 long; `pad`,
+    uint8, 3 * 64 bytes: the last partial vector goes through it, so that every element
+    is computed by the same code."""
+    vectors = n // LANES
+    _f32_vectors(x, x_at, g, g_at, o, o_at, vectors, coefficients, root_hi, root_lo,
+                 use_tanh, flagged)
+    done, rest = 4 * LANES * vectors, 4 * (n - LANES * vectors)
+    if rest:
+        _fill_pad(pad, x, x_at + done, g, g_at + done, rest)
+        _f32_vectors(pad, 0, pad, _PAD_BYTES, pad, 2 * _PAD_BYTES, 1, coefficients, root_hi,
+                     root_lo, use_tanh, flagged)
+        _empty_pad(pad, o, o_at + done, rest)
+
+
+@njit(inline="always", error_model="numpy", fastmath={"contract"})
+def gelu_bf16_row(x, x_at, g, g_at, o, o_at, n, coefficients, root_hi, root_lo, table,
+                  flagged, pad):
+    """As `gelu_f32_row` for bfloat16 elements; lanes outside the segments read `table`
+    (`pointwise.bf16_derivative_table`, which holds the segment values inside)."""
+    vectors = n // LANES
+    _bf16_vectors(x, x_at, g, g_at, o, o_at, vectors, coefficients, root_hi, root_lo, table,
+                  flagged)
+    done, rest = 2 * LANES * vectors, 2 * (n - LANES * vectors)
+    if rest:
+        _fill_pad(pad, x, x_at + done, g, g_at + done, rest)
+        _bf16_vectors(pad, 0, pad, _PAD_BYTES, pad, 2 * _PAD_BYTES, 1, coefficients, root_hi,
+                      root_lo, table, flagged)
+        _empty_pad(pad, o, o_at + done, rest)
 
 
 @njit(parallel=True, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
-def gelu_bf16_flat(g, x, o, coefficients, root_hi, root_lo, table):
-    """Contiguous bfloat16 (int16 views): o = g * GELU'(x), 16 lanes at a time; the last
-    partial vector goes through a padded copy."""
+def gelu_flat(g, x, o, coefficients, root_hi, root_lo, use_tanh, table):
+    """Contiguous float32 arrays, or bfloat16 ones (as int16): o = g * GELU'(x). The rows
+    are blocks of BLOCK elements, handed out in up to RUNS runs that each allocate their
+    scratch once."""
     n = o.size
-    for b in prange((n + BLOCK - 1) // BLOCK):
-        start = b * BLOCK
-        count = min(BLOCK, n - start)
-        vectors = count // LANES
-        _segments_block(x, g, o, start, vectors, coefficients, table, root_hi, root_lo)
-        done = start + LANES * vectors
-        if done < start + count:
-            pad = np.zeros((3, LANES), np.int16)
-            pad[0, :n - done] = x[done:]
-            pad[1, :n - done] = g[done:]
-            _segments_block(pad[0], pad[1], pad[2], 0, 1, coefficients, table, root_hi,
-                            root_lo)
-            o[done:] = pad[2, :n - done]
+    gb, xb, ob = g.view(np.uint8), x.view(np.uint8), o.view(np.uint8)
+    size = o.itemsize
+    blocks = (n + BLOCK - 1) // BLOCK
+    runs = min(blocks, RUNS)
+    for run in prange(runs):
+        flagged = np.empty(BLOCK // LANES, np.int64)
+        pad = np.empty(PAD_BYTES, np.uint8)
+        for b in range(run * blocks // runs, (run + 1) * blocks // runs):
+            start = b * BLOCK
+            count = min(BLOCK, n - start)
+            at = start * size
+            if size == 2:
+                gelu_bf16_row(xb, at, gb, at, ob, at, count, coefficients, root_hi, root_lo,
+                              table, flagged, pad)
+            else:
+                gelu_f32_row(xb, at, gb, at, ob, at, count, coefficients, root_hi, root_lo,
+                             use_tanh, flagged, pad)
 
 
-@njit(cache=True, error_model="numpy", fastmath={"contract"})
+@njit(cache=True, error_model="numpy")  # no contraction: the vector code has none either
 def _write_inside(table, coefficients, root_hi, root_lo):
     for bits in range(table.size):
-        if abs(bf16_to_f32(np.uint16(bits))) < _F_LIMIT:
-            table[bits] = segment_derivative(np.uint16(bits), coefficients, root_hi, root_lo)
+        x = bf16_to_f32(np.uint16(bits))
+        if abs(x) < _F_LIMIT:
+            table[bits] = segment_derivative(x, coefficients, root_hi, root_lo)
 
 
 def write_segments_into(table: np.ndarray, use_tanh: bool) -> None:
     """Replace table[bits] (GELU'(x) for every bfloat16 x) by the segment form wherever
-    |x| < LIMIT, so that the table and `gelu_bf16_flat` agree bit for bit."""
+    |x| < LIMIT, so that the table agrees with the vector code bit for bit."""
     s = segments(use_tanh)
     _write_inside(table, s.coefficients, s.root_hi, s.root_lo)

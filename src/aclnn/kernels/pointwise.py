@@ -38,9 +38,15 @@ from .bits import (
     store_span,
     transpose_f32x16,
 )
-from .fastmath import gelu_erf_derivative, gelu_erf_derivative_short, gelu_tanh_derivative
-from .gelu_segments import AVAILABLE as SEGMENTS_AVAILABLE
-from .gelu_segments import gelu_bf16_flat, segments, write_segments_into
+from .fastmath import gelu_erf_derivative_short, gelu_tanh_derivative
+from .gelu_segments import (
+    LANES,
+    PAD_BYTES,
+    gelu_f32_row,
+    gelu_flat,
+    segments,
+    write_segments_into,
+)
 from .layout import MAX_RANK, coalesce
 from .typed import VIEW_DTYPE, narrow, widen
 
@@ -225,14 +231,19 @@ def _smooth_l1_backward(bufs, meta, shape, tile_rows, tile_cols, beta, scale):
 
 
 @njit(parallel=True, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
-def _gelu_backward(bufs, meta, shape, tile_rows, tile_cols, use_tanh, table):
-    """bufs: (gradOutput, self, gradInput); a bfloat16 result takes its derivatives from
-    `table` (see `bf16_derivative_table`; x is bfloat16 then, so converting back is exact)."""
+def _gelu_backward(bufs, meta, shape, tile_rows, tile_cols, use_tanh, table, coefficients,
+                   root_hi, root_lo):
+    """bufs: (gradOutput, self, gradInput). A float32 result takes the piecewise form of
+    `gelu_segments` (coefficients, root_hi, root_lo); a bfloat16 one its derivatives from
+    `table` (see `bf16_derivative_table`; x is bfloat16 then, so converting back is exact);
+    a float16 one the short formula."""
     count, mid_tiles, col_tiles = _tile_count(shape, tile_rows, tile_cols)
     for c in prange(count):
         first, rows, start, n = _tile_span(shape, mid_tiles, col_tiles, tile_rows, tile_cols, c)
         work = np.empty(3 * CHUNK, np.float32)
         work_bytes = work.view(np.uint8)
+        flagged = np.empty(CHUNK // LANES, np.int64)
+        pad = np.empty(PAD_BYTES, np.uint8)
         b0 = _chunk_base(meta, 0, shape, first, start)
         b1 = _chunk_base(meta, 1, shape, first, start)
         b2 = _chunk_base(meta, 2, shape, first, start)
@@ -247,14 +258,13 @@ def _gelu_backward(bufs, meta, shape, tile_rows, tile_cols, use_tanh, table):
                 for i in range(n):
                     store_f32(o, orow + 4 * i, load_f32(g, gr + 4 * i)
                               * table[f32_to_bf16(load_f32(x, xr + 4 * i))])
+            elif meta[2, 0] == F32:
+                gelu_f32_row(x, xr, g, gr, o, orow, n, coefficients, root_hi, root_lo, use_tanh,
+                             flagged, pad)
             elif use_tanh:
                 for i in range(n):
                     store_f32(o, orow + 4 * i, load_f32(g, gr + 4 * i)
                               * gelu_tanh_derivative(load_f32(x, xr + 4 * i)))
-            elif meta[2, 0] == F32:
-                for i in range(n):
-                    store_f32(o, orow + 4 * i, load_f32(g, gr + 4 * i)
-                              * gelu_erf_derivative(load_f32(x, xr + 4 * i)))
             else:
                 for i in range(n):
                     store_f32(o, orow + 4 * i, load_f32(g, gr + 4 * i)
@@ -274,13 +284,6 @@ def _smooth_l1_flat(g, x, y, o, beta, scale):
         for i in prange(o.size):
             d = widen(x[i]) - widen(y[i])
             o[i] = narrow(widen(g[i]) * (d / beta if abs(d) < beta else _signum(d)) * scale, o)
-
-
-@njit(parallel=True, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
-def _gelu_table_flat(g, x, o, table):
-    """Contiguous bfloat16 (int16 views): o = g * table[bits of x]."""
-    for i in prange(o.size):
-        o[i] = narrow(widen(g[i]) * table[np.uint16(x[i])], o)
 
 
 @njit(cache=True, error_model="numpy", fastmath={"contract"})
@@ -308,17 +311,14 @@ def bf16_derivative_table(use_tanh: bool) -> np.ndarray:
 
 
 @njit(parallel=True, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
-def _gelu_flat(g, x, o, use_tanh, short):
-    """Contiguous, one dtype: o = g * GELU'(x); `short`: the erf form for 16-bit results."""
+def _gelu_f16_flat(g, x, o, use_tanh):
+    """Contiguous float16 (uint16 views): o = g * GELU'(x), the short erf form or tanh."""
     if use_tanh:
         for i in prange(o.size):
             o[i] = narrow(widen(g[i]) * gelu_tanh_derivative(widen(x[i])), o)
-    elif short:
-        for i in prange(o.size):
-            o[i] = narrow(widen(g[i]) * gelu_erf_derivative_short(widen(x[i])), o)
     else:
         for i in prange(o.size):
-            o[i] = narrow(widen(g[i]) * gelu_erf_derivative(widen(x[i])), o)
+            o[i] = narrow(widen(g[i]) * gelu_erf_derivative_short(widen(x[i])), o)
 
 
 def _flat_view(op: StridedOperand, stride: int, size: int) -> np.ndarray | None:
@@ -399,20 +399,21 @@ def l1_backward(shape, grad, x, target, out, scale: float) -> PointwiseLaunch:
 
 
 def gelu_backward(shape, grad, x, out, use_tanh: bool) -> PointwiseLaunch:
-    """out = grad * GELU'(x), exact (erf) or tanh-approximated; the erf form is evaluated
-    with shorter polynomials when the result is rounded to float16/bfloat16."""
-    table = bf16_derivative_table(bool(use_tanh)) if out.code == BF16 else _NO_TABLE
+    """out = grad * GELU'(x), exact (erf) or tanh-approximated: float32 and bfloat16 results
+    by the piecewise form of `gelu_segments`, float16 ones by the formulas (the erf form
+    with its shorter polynomials)."""
+    use_tanh = bool(use_tanh)
+    table = bf16_derivative_table(use_tanh) if out.code == BF16 else _NO_TABLE
+    form = segments(use_tanh)
 
     def flat(views, strides, operands):
         if any(v is None for v in views):
             return None
         g, xs, o = views
-        if out.code == BF16 and SEGMENTS_AVAILABLE:
-            form = segments(bool(use_tanh))
-            return lambda: gelu_bf16_flat(g, xs, o, form.coefficients, form.root_hi,
-                                          form.root_lo, table)
-        if out.code == BF16:
-            return lambda: _gelu_table_flat(g, xs, o, table)
-        return lambda: _gelu_flat(g, xs, o, bool(use_tanh), out.code != F32)
+        if out.code == F16:
+            return lambda: _gelu_f16_flat(g, xs, o, use_tanh)
+        return lambda: gelu_flat(g, xs, o, form.coefficients, form.root_hi, form.root_lo,
+                                 use_tanh, table)
 
-    return PointwiseLaunch(_gelu_backward, shape, [grad, x, out], (bool(use_tanh), table), flat)
+    return PointwiseLaunch(_gelu_backward, shape, [grad, x, out],
+                           (use_tanh, table, *form), flat)
