@@ -1,17 +1,15 @@
 """The float32 functions under the GELU kernels against float64 references: the exp and the
 2**k scaling under it (every exponent the kernels reach, subnormal results included), and
-GELU' (erf form) in its float32 and its float16/bfloat16 variants."""
+GELU' (erf form), which the GELU kernels take outside their segments."""
 
 from pathlib import Path
 
-import ml_dtypes
 import numpy as np
-import pytest
 from numba import njit
 
 import reference as R
 from aclnn.kernels.bits import scale_by_pow2
-from aclnn.kernels.fastmath import exp_f32, gelu_erf_derivative, gelu_erf_derivative_short
+from aclnn.kernels.fastmath import exp_f32, gelu_erf_derivative
 from support import load_script, mapped
 
 
@@ -24,7 +22,7 @@ def _scaled(values, powers):
 
 
 _exp = mapped(exp_f32)
-_GELU_ERF = {False: mapped(gelu_erf_derivative), True: mapped(gelu_erf_derivative_short)}
+_gelu_erf = mapped(gelu_erf_derivative)
 
 
 def test_scale_by_pow2_is_exact_over_its_range():
@@ -71,29 +69,16 @@ def test_gelu_erf_derivative_within_six_ulp_into_the_tail():
                         np.float32([0.0, -0.0, 1e-30, -1e-30])])
     exact = R.gelu_derivative(x, "none")
     normal = np.abs(exact) >= _FLOAT32_TINY
-    assert _ulp_error(_GELU_ERF[False](x), exact)[normal].max() <= 6.0
-
-
-@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16])
-def test_short_gelu_erf_derivative_on_every_16bit_input(dtype):
-    """The variant for float16/bfloat16 results, at every finite input of the dtype: relative
-    error below 3e-6 wherever GELU' is a normal float32 (a float16 ULP is 2**-11 of it)."""
-    x = np.arange(1 << 16, dtype=np.uint16).view(dtype).astype(np.float32)
-    x = x[np.isfinite(x)]
-    exact = R.gelu_derivative(x, "none")
-    normal = np.abs(exact) >= _FLOAT32_TINY
-    error = np.abs(_GELU_ERF[True](x).astype(np.float64) - exact)[normal]
-    assert (error / np.abs(exact[normal])).max() <= 3e-6
+    assert _ulp_error(_gelu_erf(x), exact)[normal].max() <= 6.0
 
 
 def test_gelu_erf_derivative_limits():
     """GELU'(+-0) is exactly 1/2; huge finite inputs give exactly 1 or 0 (no overflow in
     x**2); +-inf and NaN give NaN."""
     x = np.float32([0.0, -0.0, 3e38, 1e30, 40.0, -40.0, -1e30, -3e38, np.inf, -np.inf, np.nan])
-    for short in (False, True):
-        got = _GELU_ERF[short](x)
-        assert got[:8].tolist() == [0.5, 0.5, 1.0, 1.0, 1.0, 0.0, 0.0, 0.0]
-        assert np.isnan(got[8:]).all()
+    got = _gelu_erf(x)
+    assert got[:8].tolist() == [0.5, 0.5, 1.0, 1.0, 1.0, 0.0, 0.0, 0.0]
+    assert np.isnan(got[8:]).all()
 
 
 def test_coefficients_are_the_fit_tool_s():
@@ -102,8 +87,7 @@ def test_coefficients_are_the_fit_tool_s():
     from aclnn.kernels import fastmath
 
     fit_tool = load_script(Path(__file__).resolve().parents[1] / "tools" / "fit_fastmath.py")
-    quoted = {"_EXP_C": 2.0e-9, "_EXP_C_SHORT": 9.2e-8, "_GELU_V": 4.4e-9,
-              "_GELU_V_SHORT": 8.5e-7}
+    quoted = {"_EXP_C": 2.0e-9, "_GELU_V": 4.4e-9}
     for name, (coeffs, error) in fit_tool.fits().items():
         assert coeffs.astype(np.float32).tolist() == list(getattr(fastmath, name)), name
         assert error <= quoted[name] * 1.05, name

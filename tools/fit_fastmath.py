@@ -86,8 +86,7 @@ def fit_gelu_v(degree: int) -> tuple[np.ndarray, float]:
 
 def fits() -> dict[str, tuple[np.ndarray, float]]:
     """Every coefficient set of fastmath.py, by its name there."""
-    return {"_EXP_C": fit_exp(6), "_EXP_C_SHORT": fit_exp(5),
-            "_GELU_V": fit_gelu_v(9), "_GELU_V_SHORT": fit_gelu_v(6)}
+    return {"_EXP_C": fit_exp(6), "_GELU_V": fit_gelu_v(9)}
 
 
 def main() -> None:

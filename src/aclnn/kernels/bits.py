@@ -242,6 +242,17 @@ def load_as_f32(buf, code, byte_index):
 
 
 @njit(inline="always", error_model="numpy", fastmath={"contract"})
+def store_from_f32(buf, code, byte_index, value):
+    """Write float32 `value` as an element of the given code (rounded to nearest-even)."""
+    if code == F32:
+        store_f32(buf, byte_index, value)
+    elif code == F16:
+        store_u16(buf, byte_index, f32_to_half(value))
+    else:
+        store_u16(buf, byte_index, f32_to_bf16(value))
+
+
+@njit(inline="always", error_model="numpy", fastmath={"contract"})
 def round_to_half(value):
     """float32 -> float16 -> float32 (round-to-nearest-even; overflow gives inf)."""
     return half_to_f32(f32_to_half(value))

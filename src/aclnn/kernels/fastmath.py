@@ -20,14 +20,10 @@ _LN2_HI = f(0.693145751953125)          # ln 2 split so k * _LN2_HI is exact
 _LN2_LO = f(1.428606765330187e-06)
 _EXP_MIN, _EXP_MAX = f(-120.0), f(88.72)
 # e**r = 1 + r * P(r) on |r| <= ln2/2, minimax in relative error (the constant term kept
-# exactly 1, so e**0 == 1): degree 6 within 2.0e-9, degree 5 (for results rounded to
-# float16/bfloat16) within 9.2e-8, before float32 rounding.
+# exactly 1, so e**0 == 1): degree 6, within 2.0e-9 before float32 rounding.
 _EXP_C = tuple(f(c) for c in (
     1.0, 1.000000032179425, 0.4999999420637201, 0.1666643119180718, 0.04166800244910409,
     0.008374161479770256, 0.0013843646260626816))
-_EXP_C_SHORT = tuple(f(c) for c in (
-    1.0, 0.9999997070549, 0.4999914927220545, 0.16667636492716478, 0.041897964502657224,
-    0.008290307999348576))
 _NEG_ZERO = f(-0.0)
 
 
@@ -41,19 +37,19 @@ def horner(x, coeffs):
 
 
 @njit(inline="always", error_model="numpy", fastmath={"contract"})
-def _exp_split(y, y_lo, coeffs):
-    """e**(y + y_lo), y_lo a correction far below y's ULP, with the polynomial `coeffs` of
-    e**r on |r| <= ln2/2; y below -120 gives 0, so exp(-inf) == 0 (NaN is not kept)."""
+def _exp_split(y, y_lo):
+    """e**(y + y_lo), y_lo a correction far below y's ULP; y below -120 gives 0, so
+    exp(-inf) == 0 (NaN is not kept)."""
     y = min(max(y, _EXP_MIN), _EXP_MAX)
     k = np.floor(y * _LOG2E + f(0.5))
     r = ((y - k * _LN2_HI) - k * _LN2_LO) + y_lo
-    return scale_by_pow2(horner(r, coeffs), k)
+    return scale_by_pow2(horner(r, _EXP_C), k)
 
 
 @njit(inline="always", error_model="numpy", fastmath={"contract"})
 def exp_f32(y):
     """e**y in float32 (about 1 ULP); y below -120 gives 0 (see `_exp_split`)."""
-    return _exp_split(y, _NEG_ZERO, _EXP_C)  # adding -0.0 is folded away
+    return _exp_split(y, _NEG_ZERO)  # adding -0.0 is folded away
 
 
 # GELU'(x) = Phi(x) + x phi(x) is q(|x|) for x < 0 and 1 - q(|x|) for x >= 0, with
@@ -62,15 +58,11 @@ def exp_f32(y):
 # and positive (1/sqrt(2 pi) at t = 0, 0.665 at t = 1): q over its linear factor. Fitted on
 # t in [0.15, 1], i.e. a <= 16 (beyond, exp(-a**2/2) is 0 in float32), minimising the
 # relative error with V(1) = 1/(2 a_r) held exact, so that GELU'(0) is exactly 1/2 in
-# float32: 4.4e-9 for float32 results, 8.5e-7 for results rounded to float16/bfloat16
-# (a six-hundredth of a float16 ULP).
+# float32: within 4.4e-9.
 _GELU_V = tuple(f(c) for c in (
     0.3989390836588086, 0.10611886741880797, 0.0835012383087859, 0.06187271938800103,
     0.01111807234303505, 0.04125522994476243, -0.05201707443591371, 0.009016615487457162,
     0.008309986605798264, -0.003036743588108403))
-_GELU_V_SHORT = tuple(f(c) for c in (
-    0.39900893921533853, 0.10480740720457524, 0.09327828326300491, 0.02416364259353676,
-    0.092913254650694, -0.058670846882753425, 0.009577315087038267))
 _ROOT = 0.7517915246935644574579049
 _ROOT_HI = f(_ROOT)
 _ROOT_LO = f(_ROOT - float(_ROOT_HI))
@@ -80,36 +72,23 @@ _NEG_HALF, _ONE = f(-0.5), f(1.0)
 
 
 @njit(inline="always", error_model="numpy", fastmath={"contract"})
-def _gelu_erf(x, v_coeffs, exp_c, exact_square):
-    """d/dx [x * Phi(x)] = Phi(x) + x * phi(x), without overflow or cancellation.
+def gelu_erf_derivative(x):
+    """GELU'(x) = d/dx [x * Phi(x)] = Phi(x) + x * phi(x) (erf form) to float32 accuracy,
+    within a few float32 ULP, without overflow or cancellation.
 
     q = exp(-x**2/2) * (a_r - |x|) * V(t) (see `_GELU_V`): a_r - |x| is exact near the root
-    (a_r kept in two parts), and the tail Phi(-|x|) is never computed as 1 - Phi.
-    `exact_square` carries the rounding error of x**2 into the exp (through an FMA), which
-    keeps the tail relatively accurate: e**(-x**2/2) is that error times x**2/2 off
-    otherwise. +-inf gives NaN (0 * inf), as the formula does in PyTorch.
+    (a_r kept in two parts), and the tail Phi(-|x|) is never computed as 1 - Phi. The
+    rounding error of x**2 reaches the exp (through an FMA), which keeps the tail relatively
+    accurate: e**(-x**2/2) is that error times x**2/2 off otherwise. +-inf gives NaN
+    (0 * inf), as the formula does in PyTorch.
     """
     xc = min(max(x, -_SQUARE_CLAMP), _SQUARE_CLAMP)
     square = xc * xc
-    square_lo = _NEG_HALF * fma_f32(xc, xc, -square) if exact_square else _NEG_ZERO
-    e = _exp_split(_NEG_HALF * square, square_lo, exp_c)
+    e = _exp_split(_NEG_HALF * square, _NEG_HALF * fma_f32(xc, xc, -square))
     a = abs(x)
     t = _ONE / (_ONE + _T_SCALE * a)
-    q = e * (((_ROOT_HI - a) + _ROOT_LO) * horner(t, v_coeffs))
+    q = e * (((_ROOT_HI - a) + _ROOT_LO) * horner(t, _GELU_V))
     return q if x < 0 else _ONE - q
-
-
-@njit(inline="always", error_model="numpy", fastmath={"contract"})
-def gelu_erf_derivative(x):
-    """GELU'(x) (erf form) to float32 accuracy: within a few float32 ULP."""
-    return _gelu_erf(x, _GELU_V, _EXP_C, True)
-
-
-@njit(inline="always", error_model="numpy", fastmath={"contract"})
-def gelu_erf_derivative_short(x):
-    """GELU'(x) (erf form) for results rounded to float16/bfloat16: relative error below
-    1e-5, so the rounded result is within 1 ULP; shorter polynomials, no exact square."""
-    return _gelu_erf(x, _GELU_V_SHORT, _EXP_C_SHORT, False)
 
 
 _SQRT_2_OVER_PI = f(0.7978845608028654)

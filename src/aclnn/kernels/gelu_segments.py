@@ -1,10 +1,10 @@
-"""GELU' for float32 and bfloat16 results as piecewise polynomials, picked by permutes.
+"""GELU' as piecewise polynomials picked by permutes: the GELU backward kernel.
 
-The formulas of `fastmath` cost some fifty vector operations per element, and a bfloat16
-input's table (`pointwise.bf16_derivative_table`) costs a gather per element; both keep a
-kernel well below the memory speed on this project's 2-core machine. Here, for |x| < LIMIT,
+The formulas of `fastmath` cost some fifty vector operations per element (and a lookup
+table of the 65536 bfloat16 inputs, a gather per element); either keeps the kernel well
+below the memory speed on this project's 2-core machine. Here, for |x| < LIMIT,
 
-    GELU'(x) = q(a) for x < 0 and 1 - q(a) for x >= 0,  a = |x|,  q(a) = GELU'(-a),
+    GELU'(x) = q(a) for x < 0 and 1 - q(a) otherwise,  a = |x|,  q(a) = GELU'(-a),
     q(a) = ((a_r - a) in two parts) * P_k(w),  k = floor(8a),  w = 8a - k,
 
 with 32 segments a in [k/8, (k+1)/8): P_k, of degree 4, interpolates q(a)/(a_r - a) at
@@ -12,14 +12,12 @@ Chebyshev nodes (float64 references), and a_r, q's root, is held in two float32 
 that a_r - a is exact near it (within 4.5 float32 ULP of GELU' for the erf form, 7.4 for
 the tanh form). The coefficients of all 32 segments fill two 16-lane registers per power
 of w; with AVX-512 a lane takes its segment's coefficient with one `vpermi2ps` (elsewhere
-the same IR gathers them). A row goes 16 lanes at a time; the vectors holding a lane with
-|x| >= LIMIT or NaN are listed, and those lanes then take the formula (float32) or the
-table (bfloat16): about one vector in a thousand for normally distributed x, and no
-slower than the formula alone when every lane is out there.
-
-`segment_derivative` is the scalar twin of the vector code, operation for operation: it
-fills the bfloat16 table. Every element of a row, the last partial vector included, goes
-through the same vector code, so every path gives the same bits.
+the same IR gathers them). A row goes 16 lanes at a time, in its own dtype (float32,
+float16 or bfloat16, converted in registers); the vectors holding a lane with |x| >= LIMIT
+or NaN are listed, and those lanes then take the `fastmath` formula: about one vector in a
+thousand for normally distributed x, and no slower than the formula alone when every lane
+is out there. Every element, the last partial vector of a row included, goes through this
+same code, so contiguous and strided calls give the same bits.
 """
 
 from __future__ import annotations
@@ -35,16 +33,7 @@ from numba.core import cgutils, config
 from numba.core.codegen import get_host_cpu_features
 from numba.extending import intrinsic
 
-from .bits import (
-    bf16_to_f32,
-    f32_to_bf16,
-    fma_f32,
-    ir_rounded_bits,
-    load_f32,
-    load_u16,
-    store_f32,
-    store_u16,
-)
+from .bits import BF16, F16, F32, ir_rounded_bits, load_as_f32, store_from_f32
 from .fastmath import gelu_erf_derivative, gelu_tanh_derivative
 
 SEGMENTS, PER_UNIT, DEGREE = 32, 8, 4
@@ -56,7 +45,7 @@ _SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
 _TANH_C = 0.044715
 
 f = np.float32
-_F_LIMIT, _F_PER_UNIT, _ONE = f(LIMIT), f(PER_UNIT), f(1.0)
+_F_LIMIT = f(LIMIT)
 
 
 def _target_features() -> set[str]:
@@ -120,27 +109,12 @@ def segments(use_tanh: bool) -> Segments:
 
 
 @njit(inline="always", error_model="numpy", fastmath={"contract"})
-def segment_derivative(x, coefficients, root_hi, root_lo):
-    """GELU'(x) for float32 x with |x| < LIMIT, operation for operation as the vector code
-    computes it."""
-    a = abs(x)
-    t = a * _F_PER_UNIT
-    k = np.int32(t)
-    w = t - f(k)
-    p = coefficients[DEGREE, k]
-    for j in range(DEGREE - 1, -1, -1):
-        p = fma_f32(p, w, coefficients[j, k])
-    q = ((root_hi - a) + root_lo) * p
-    return q if x < 0 else _ONE - q
-
-
-@njit(inline="always", error_model="numpy", fastmath={"contract"})
 def _formula(x, use_tanh):
     return gelu_tanh_derivative(x) if use_tanh else gelu_erf_derivative(x)
 
 
 _I16, _I32, _I64, _F32 = ir.IntType(16), ir.IntType(32), ir.IntType(64), ir.FloatType()
-_VF, _VI, _VH = (ir.VectorType(t, LANES) for t in (_F32, _I32, _I16))
+_VF, _VI, _VH, _VHALF = (ir.VectorType(t, LANES) for t in (_F32, _I32, _I16, ir.HalfType()))
 _VMASK = ir.VectorType(ir.IntType(1), LANES)
 
 
@@ -236,9 +210,12 @@ def _truncator(builder):
     return portable
 
 
-def _row_block(bf16: bool):
-    """The vector loop of a row: float32 elements, or bfloat16 (`bf16`), at byte offsets of
-    uint8 arrays; returns how many vectors it listed in `flagged` (see the module doc)."""
+def _row_block(code: int):
+    """The vector loop of a row of float32, float16 or bfloat16 elements (`code`) at byte
+    offsets of uint8 arrays; returns how many vectors it listed in `flagged`."""
+    lane_bytes = 4 if code == F32 else 2
+    element = _VF if code == F32 else _VH
+
     def block(typingctx, x, x_at, g, g_at, o, o_at, vectors, coefficients, root_hi, root_lo,
               flagged):
         def codegen(context, builder, signature, args):
@@ -247,15 +224,14 @@ def _row_block(bf16: bool):
                                                              value=args[i]).data
 
             (_, x_at, _, g_at, _, o_at, vectors, _, root_hi, root_lo, _) = args
-            lane_bytes = 2 if bf16 else 4
             pick = _segment_picker(builder, data(7))
             truncate = _truncator(builder)
             to_bf16 = _bf16_converter(builder)
+            fma = _function(builder, "llvm.fma.v16f32", _VF, [_VF] * 3)
             root_hi_v = _broadcast(builder, root_hi, _VF)
             root_lo_v = _broadcast(builder, root_lo, _VF)
             flagged_at = builder.bitcast(data(10), _I64.as_pointer())
             count = cgutils.alloca_once_value(builder, ir.Constant(vectors.type, 0))
-            element = _VH if bf16 else _VF
             step = ir.Constant(vectors.type, LANES * lane_bytes)
 
             def address(i, at, v):
@@ -264,10 +240,19 @@ def _row_block(bf16: bool):
 
             def load(i, at, v):
                 value = builder.load(address(i, at, v), align=lane_bytes)
-                if not bf16:
-                    return value
-                return builder.bitcast(builder.shl(builder.zext(value, _VI), _splat(_VI, 16)),
-                                       _VF)
+                if code == F16:
+                    return builder.fpext(builder.bitcast(value, _VHALF), _VF)
+                if code == BF16:
+                    return builder.bitcast(builder.shl(builder.zext(value, _VI),
+                                                       _splat(_VI, 16)), _VF)
+                return value
+
+            def narrowed(value):
+                if code == F16:
+                    return builder.bitcast(builder.fptrunc(value, _VHALF), _VH)
+                if code == BF16:
+                    return to_bf16(value)
+                return value
 
             with cgutils.for_range(builder, vectors) as loop:
                 v = loop.index
@@ -279,14 +264,12 @@ def _row_block(bf16: bool):
                 w = builder.fsub(t, builder.sitofp(k, _VF))
                 p = pick(k, DEGREE)
                 for j in range(DEGREE - 1, -1, -1):
-                    p = builder.call(_function(builder, "llvm.fma.v16f32", _VF, [_VF] * 3),
-                                     [p, w, pick(k, j)])
+                    p = builder.call(fma, [p, w, pick(k, j)])
                 q = builder.fmul(builder.fadd(builder.fsub(root_hi_v, a), root_lo_v), p)
                 negative = builder.fcmp_ordered("<", x_value, _splat(_VF, 0.0))
                 derivative = builder.select(negative, q, builder.fsub(_splat(_VF, 1.0), q))
                 product = builder.fmul(load(2, g_at, v), derivative)
-                builder.store(to_bf16(product) if bf16 else product, address(4, o_at, v),
-                              align=lane_bytes)
+                builder.store(narrowed(product), address(4, o_at, v), align=lane_bytes)
                 outside = builder.fcmp_unordered(">=", a, _splat(_VF, LIMIT))  # NaN too
                 with builder.if_then(builder.icmp_unsigned(
                         "!=", builder.bitcast(outside, _I16), _I16(0)), likely=False):
@@ -302,33 +285,29 @@ def _row_block(bf16: bool):
     return intrinsic(block)
 
 
-_f32_block = _row_block(False)
-_bf16_block = _row_block(True)
+_f32_block, _f16_block, _bf16_block = (_row_block(code) for code in (F32, F16, BF16))
 
 
 @njit(inline="always", error_model="numpy", fastmath={"contract"})
-def _f32_vectors(x, x_at, g, g_at, o, o_at, vectors, coefficients, root_hi, root_lo, use_tanh,
-                 flagged):
-    count = _f32_block(x, x_at, g, g_at, o, o_at, vectors, coefficients, root_hi, root_lo,
-                       flagged)
+def _vectors(code, x, x_at, g, g_at, o, o_at, vectors, coefficients, root_hi, root_lo,
+             use_tanh, flagged):
+    """`vectors` vectors of a row; then the formula for the lanes outside the segments."""
+    if code == F32:
+        count = _f32_block(x, x_at, g, g_at, o, o_at, vectors, coefficients, root_hi,
+                           root_lo, flagged)
+    elif code == F16:
+        count = _f16_block(x, x_at, g, g_at, o, o_at, vectors, coefficients, root_hi,
+                           root_lo, flagged)
+    else:
+        count = _bf16_block(x, x_at, g, g_at, o, o_at, vectors, coefficients, root_hi,
+                            root_lo, flagged)
+    size = 4 if code == F32 else 2
     for listed in range(count):
         for i in range(LANES * flagged[listed], LANES * (flagged[listed] + 1)):
-            xi = load_f32(x, x_at + 4 * i)
+            xi = load_as_f32(x, code, x_at + size * i)
             if not abs(xi) < _F_LIMIT:
-                store_f32(o, o_at + 4 * i, load_f32(g, g_at + 4 * i) * _formula(xi, use_tanh))
-
-
-@njit(inline="always", error_model="numpy", fastmath={"contract"})
-def _bf16_vectors(x, x_at, g, g_at, o, o_at, vectors, coefficients, root_hi, root_lo, table,
-                  flagged):
-    count = _bf16_block(x, x_at, g, g_at, o, o_at, vectors, coefficients, root_hi, root_lo,
-                        flagged)
-    for listed in range(count):
-        for i in range(LANES * flagged[listed], LANES * (flagged[listed] + 1)):
-            bits = load_u16(x, x_at + 2 * i)
-            if not abs(bf16_to_f32(bits)) < _F_LIMIT:
-                product = bf16_to_f32(load_u16(g, g_at + 2 * i)) * table[bits]
-                store_u16(o, o_at + 2 * i, f32_to_bf16(product))
+                product = load_as_f32(g, code, g_at + size * i) * _formula(xi, use_tanh)
+                store_from_f32(o, code, o_at + size * i, product)
 
 
 _PAD_BYTES = 4 * LANES  # one vector of float32; the pad holds x, g, o at 0, 64, 128
@@ -336,58 +315,33 @@ PAD_BYTES = 3 * _PAD_BYTES  # the `pad` scratch of a row
 
 
 @njit(inline="always", error_model="numpy", fastmath={"contract"})
-def _fill_pad(pad, x, x_at, g, g_at, nbytes):
-    pad[:] = 0
-    for b in range(nbytes):
-        pad[b] = x[x_at + b]
-        pad[_PAD_BYTES + b] = g[g_at + b]
-
-
-@njit(inline="always", error_model="numpy", fastmath={"contract"})
-def _empty_pad(pad, o, o_at, nbytes):
-    for b in range(nbytes):
-        o[o_at + b] = pad[2 * _PAD_BYTES + b]
-
-
-@njit(inline="always", error_model="numpy", fastmath={"contract"})
-def gelu_f32_row(x, x_at, g, g_at, o, o_at, n, coefficients, root_hi, root_lo, use_tanh,
-                 flagged, pad):
-    """o = g * GELU'(x) for a row of n float32 elements at byte offsets x_at, g_at, o_at of
-    the uint8 arrays x, g, o. Scratch: `flagged`, int64, at least n // 16 long; `pad`,
-    uint8, 3 * 64 bytes: the last partial vector goes through it, so that every element
-    is computed by the same code."""
+def gelu_row(code, x, x_at, g, g_at, o, o_at, n, coefficients, root_hi, root_lo, use_tanh,
+             flagged, pad):
+    """o = g * GELU'(x) for a row of n elements of one dtype (`code`) at byte offsets x_at,
+    g_at, o_at of the uint8 arrays x, g, o. Scratch: `flagged`, int64, at least n // 16
+    long; `pad`, PAD_BYTES of uint8: the last partial vector goes through it, so that every
+    element is computed by the same code."""
     vectors = n // LANES
-    _f32_vectors(x, x_at, g, g_at, o, o_at, vectors, coefficients, root_hi, root_lo,
-                 use_tanh, flagged)
-    done, rest = 4 * LANES * vectors, 4 * (n - LANES * vectors)
+    _vectors(code, x, x_at, g, g_at, o, o_at, vectors, coefficients, root_hi, root_lo,
+             use_tanh, flagged)
+    size = 4 if code == F32 else 2
+    done, rest = size * LANES * vectors, size * (n - LANES * vectors)
     if rest:
-        _fill_pad(pad, x, x_at + done, g, g_at + done, rest)
-        _f32_vectors(pad, 0, pad, _PAD_BYTES, pad, 2 * _PAD_BYTES, 1, coefficients, root_hi,
-                     root_lo, use_tanh, flagged)
-        _empty_pad(pad, o, o_at + done, rest)
-
-
-@njit(inline="always", error_model="numpy", fastmath={"contract"})
-def gelu_bf16_row(x, x_at, g, g_at, o, o_at, n, coefficients, root_hi, root_lo, table,
-                  flagged, pad):
-    """As `gelu_f32_row` for bfloat16 elements; lanes outside the segments read `table`
-    (`pointwise.bf16_derivative_table`, which holds the segment values inside)."""
-    vectors = n // LANES
-    _bf16_vectors(x, x_at, g, g_at, o, o_at, vectors, coefficients, root_hi, root_lo, table,
-                  flagged)
-    done, rest = 2 * LANES * vectors, 2 * (n - LANES * vectors)
-    if rest:
-        _fill_pad(pad, x, x_at + done, g, g_at + done, rest)
-        _bf16_vectors(pad, 0, pad, _PAD_BYTES, pad, 2 * _PAD_BYTES, 1, coefficients, root_hi,
-                      root_lo, table, flagged)
-        _empty_pad(pad, o, o_at + done, rest)
+        pad[:] = 0
+        for b in range(rest):
+            pad[b] = x[x_at + done + b]
+            pad[_PAD_BYTES + b] = g[g_at + done + b]
+        _vectors(code, pad, 0, pad, _PAD_BYTES, pad, 2 * _PAD_BYTES, 1, coefficients,
+                 root_hi, root_lo, use_tanh, flagged)
+        for b in range(rest):
+            o[o_at + done + b] = pad[2 * _PAD_BYTES + b]
 
 
 @njit(parallel=True, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
-def gelu_flat(g, x, o, coefficients, root_hi, root_lo, use_tanh, table):
-    """Contiguous float32 arrays, or bfloat16 ones (as int16): o = g * GELU'(x). The rows
-    are blocks of BLOCK elements, handed out in up to RUNS runs that each allocate their
-    scratch once."""
+def gelu_flat(g, x, o, code, coefficients, root_hi, root_lo, use_tanh):
+    """Contiguous arrays of one dtype (`code`; float16 and bfloat16 as 16-bit integers):
+    o = g * GELU'(x). The rows are blocks of BLOCK elements, handed out in up to RUNS runs
+    that each allocate their scratch once."""
     n = o.size
     gb, xb, ob = g.view(np.uint8), x.view(np.uint8), o.view(np.uint8)
     size = o.itemsize
@@ -398,26 +352,6 @@ def gelu_flat(g, x, o, coefficients, root_hi, root_lo, use_tanh, table):
         pad = np.empty(PAD_BYTES, np.uint8)
         for b in range(run * blocks // runs, (run + 1) * blocks // runs):
             start = b * BLOCK
-            count = min(BLOCK, n - start)
             at = start * size
-            if size == 2:
-                gelu_bf16_row(xb, at, gb, at, ob, at, count, coefficients, root_hi, root_lo,
-                              table, flagged, pad)
-            else:
-                gelu_f32_row(xb, at, gb, at, ob, at, count, coefficients, root_hi, root_lo,
-                             use_tanh, flagged, pad)
-
-
-@njit(cache=True, error_model="numpy")  # no contraction: the vector code has none either
-def _write_inside(table, coefficients, root_hi, root_lo):
-    for bits in range(table.size):
-        x = bf16_to_f32(np.uint16(bits))
-        if abs(x) < _F_LIMIT:
-            table[bits] = segment_derivative(x, coefficients, root_hi, root_lo)
-
-
-def write_segments_into(table: np.ndarray, use_tanh: bool) -> None:
-    """Replace table[bits] (GELU'(x) for every bfloat16 x) by the segment form wherever
-    |x| < LIMIT, so that the table agrees with the vector code bit for bit."""
-    s = segments(use_tanh)
-    _write_inside(table, s.coefficients, s.root_hi, s.root_lo)
+            gelu_row(code, xb, at, gb, at, ob, at, min(BLOCK, n - start), coefficients,
+                     root_hi, root_lo, use_tanh, flagged, pad)

@@ -29,8 +29,6 @@ from .bits import (
     CACHE_LINE_BYTES,
     F16,
     F32,
-    bf16_to_f32,
-    f32_to_bf16,
     load_as_f32,
     load_f32,
     load_span,
@@ -38,15 +36,7 @@ from .bits import (
     store_span,
     transpose_f32x16,
 )
-from .fastmath import gelu_erf_derivative_short, gelu_tanh_derivative
-from .gelu_segments import (
-    LANES,
-    PAD_BYTES,
-    gelu_f32_row,
-    gelu_flat,
-    segments,
-    write_segments_into,
-)
+from .gelu_segments import LANES, PAD_BYTES, gelu_flat, gelu_row, segments
 from .layout import MAX_RANK, coalesce
 from .typed import VIEW_DTYPE, narrow, widen
 
@@ -56,7 +46,6 @@ BAND_TILES = 2  # column tiles per band of tall tiles (see `_tile_span`)
 _INNER = 2 + MAX_RANK - 1  # meta column of the innermost byte stride
 
 _F1 = np.float32(1.0)
-_NO_TABLE = np.zeros(1, np.float32)  # the table argument of calls without a bfloat16 result
 
 
 @dataclass(frozen=True)
@@ -231,12 +220,10 @@ def _smooth_l1_backward(bufs, meta, shape, tile_rows, tile_cols, beta, scale):
 
 
 @njit(parallel=True, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
-def _gelu_backward(bufs, meta, shape, tile_rows, tile_cols, use_tanh, table, coefficients,
-                   root_hi, root_lo):
-    """bufs: (gradOutput, self, gradInput). A float32 result takes the piecewise form of
-    `gelu_segments` (coefficients, root_hi, root_lo); a bfloat16 one its derivatives from
-    `table` (see `bf16_derivative_table`; x is bfloat16 then, so converting back is exact);
-    a float16 one the short formula."""
+def _gelu_backward(bufs, meta, shape, tile_rows, tile_cols, coefficients, root_hi, root_lo,
+                   use_tanh):
+    """bufs: (gradOutput, self, gradInput); the rows, float32 in place or in the work area,
+    go through `gelu_segments.gelu_row`."""
     count, mid_tiles, col_tiles = _tile_count(shape, tile_rows, tile_cols)
     for c in prange(count):
         first, rows, start, n = _tile_span(shape, mid_tiles, col_tiles, tile_rows, tile_cols, c)
@@ -253,22 +240,8 @@ def _gelu_backward(bufs, meta, shape, tile_rows, tile_cols, use_tanh, table, coe
         for r in range(rows):
             _convert_row(bufs, meta, 0, b0, r, n, work)
             _convert_row(bufs, meta, 1, b1, r, n, work)
-            gr, xr, orow = g0 + r * gs, x0 + r * xs, o0 + r * os
-            if meta[2, 0] == BF16:
-                for i in range(n):
-                    store_f32(o, orow + 4 * i, load_f32(g, gr + 4 * i)
-                              * table[f32_to_bf16(load_f32(x, xr + 4 * i))])
-            elif meta[2, 0] == F32:
-                gelu_f32_row(x, xr, g, gr, o, orow, n, coefficients, root_hi, root_lo, use_tanh,
-                             flagged, pad)
-            elif use_tanh:
-                for i in range(n):
-                    store_f32(o, orow + 4 * i, load_f32(g, gr + 4 * i)
-                              * gelu_tanh_derivative(load_f32(x, xr + 4 * i)))
-            else:
-                for i in range(n):
-                    store_f32(o, orow + 4 * i, load_f32(g, gr + 4 * i)
-                              * gelu_erf_derivative_short(load_f32(x, xr + 4 * i)))
+            gelu_row(F32, x, x0 + r * xs, g, g0 + r * gs, o, o0 + r * os, n, coefficients,
+                     root_hi, root_lo, use_tanh, flagged, pad)
             _flush_row(bufs, meta, 2, b2, r, n, work)
 
 
@@ -284,41 +257,6 @@ def _smooth_l1_flat(g, x, y, o, beta, scale):
         for i in prange(o.size):
             d = widen(x[i]) - widen(y[i])
             o[i] = narrow(widen(g[i]) * (d / beta if abs(d) < beta else _signum(d)) * scale, o)
-
-
-@njit(cache=True, error_model="numpy", fastmath={"contract"})
-def _fill_bf16_table(table, use_tanh):
-    for bits in range(table.size):
-        x = bf16_to_f32(np.uint16(bits))
-        table[bits] = gelu_tanh_derivative(x) if use_tanh else gelu_erf_derivative_short(x)
-
-
-_BF16_TABLES: dict[bool, np.ndarray] = {}
-
-
-def bf16_derivative_table(use_tanh: bool) -> np.ndarray:
-    """GELU'(x) in float32 for every bfloat16 bit pattern x (256 KiB, built once per mode):
-    a bfloat16 input has only 65536 values, and looking them up is faster than computing
-    them (the inputs of real data fill a few KiB of it, which stay in L1). The entries for
-    |x| < gelu_segments.LIMIT hold the piecewise form `gelu_bf16_flat` computes."""
-    table = _BF16_TABLES.get(use_tanh)
-    if table is None:
-        table = np.empty(1 << 16, np.float32)
-        _fill_bf16_table(table, use_tanh)
-        write_segments_into(table, use_tanh)
-        _BF16_TABLES[use_tanh] = table
-    return table
-
-
-@njit(parallel=True, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
-def _gelu_f16_flat(g, x, o, use_tanh):
-    """Contiguous float16 (uint16 views): o = g * GELU'(x), the short erf form or tanh."""
-    if use_tanh:
-        for i in prange(o.size):
-            o[i] = narrow(widen(g[i]) * gelu_tanh_derivative(widen(x[i])), o)
-    else:
-        for i in prange(o.size):
-            o[i] = narrow(widen(g[i]) * gelu_erf_derivative_short(widen(x[i])), o)
 
 
 def _flat_view(op: StridedOperand, stride: int, size: int) -> np.ndarray | None:
@@ -399,21 +337,14 @@ def l1_backward(shape, grad, x, target, out, scale: float) -> PointwiseLaunch:
 
 
 def gelu_backward(shape, grad, x, out, use_tanh: bool) -> PointwiseLaunch:
-    """out = grad * GELU'(x), exact (erf) or tanh-approximated: float32 and bfloat16 results
-    by the piecewise form of `gelu_segments`, float16 ones by the formulas (the erf form
-    with its shorter polynomials)."""
-    use_tanh = bool(use_tanh)
-    table = bf16_derivative_table(use_tanh) if out.code == BF16 else _NO_TABLE
-    form = segments(use_tanh)
+    """out = grad * GELU'(x), exact (erf) or tanh-approximated, by the piecewise form of
+    `gelu_segments` (the formula outside its segments)."""
+    form = segments(bool(use_tanh))
 
     def flat(views, strides, operands):
         if any(v is None for v in views):
             return None
         g, xs, o = views
-        if out.code == F16:
-            return lambda: _gelu_f16_flat(g, xs, o, use_tanh)
-        return lambda: gelu_flat(g, xs, o, form.coefficients, form.root_hi, form.root_lo,
-                                 use_tanh, table)
+        return lambda: gelu_flat(g, xs, o, out.code, *form, bool(use_tanh))
 
-    return PointwiseLaunch(_gelu_backward, shape, [grad, x, out],
-                           (use_tanh, table, *form), flat)
+    return PointwiseLaunch(_gelu_backward, shape, [grad, x, out], (*form, bool(use_tanh)), flat)
