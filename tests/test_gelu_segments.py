@@ -15,6 +15,7 @@ from numba import njit
 import reference as R
 from aclnn.kernels import fastmath, gelu_segments
 from aclnn.kernels.bits import BF16, F16, F32, fma_f32
+from aclnn.kernels.typed import VIEW_DTYPE
 
 MODES = ["none", "tanh"]
 CODES = {np.dtype(np.float32): F32, np.dtype(np.float16): F16,
@@ -32,10 +33,10 @@ def _ulp_error(got, exact):
 def _run(g, x, approximate, kernel=None):
     """o = g * GELU'(x) by the contiguous kernel, in x's dtype."""
     kernel = kernel or gelu_segments.gelu_flat
-    bits = np.dtype(f"u{x.dtype.itemsize}")
-    out = np.zeros(x.size, bits)
-    kernel(g.view(bits), x.view(bits), out, CODES[x.dtype],
-           *gelu_segments.segments(approximate == "tanh"), approximate == "tanh")
+    view = VIEW_DTYPE[CODES[x.dtype]]
+    out = np.zeros(x.size, view)
+    kernel(g.view(view), x.view(view), out, *gelu_segments.segments(approximate == "tanh"),
+           approximate == "tanh")
     return out.view(x.dtype)
 
 

@@ -35,6 +35,7 @@ from numba.extending import intrinsic
 
 from .bits import BF16, F16, F32, ir_rounded_bits, load_as_f32, store_from_f32
 from .fastmath import gelu_erf_derivative, gelu_tanh_derivative
+from .typed import element_code
 
 SEGMENTS, PER_UNIT, DEGREE = 32, 8, 4
 LIMIT = SEGMENTS / PER_UNIT
@@ -301,13 +302,20 @@ def _vectors(code, x, x_at, g, g_at, o, o_at, vectors, coefficients, root_hi, ro
     else:
         count = _bf16_block(x, x_at, g, g_at, o, o_at, vectors, coefficients, root_hi,
                             root_lo, flagged)
-    size = 4 if code == F32 else 2
     for listed in range(count):
-        for i in range(LANES * flagged[listed], LANES * (flagged[listed] + 1)):
-            xi = load_as_f32(x, code, x_at + size * i)
-            if not abs(xi) < _F_LIMIT:
-                product = load_as_f32(g, code, g_at + size * i) * _formula(xi, use_tanh)
-                store_from_f32(o, code, o_at + size * i, product)
+        _formula_lanes(code, x, x_at, g, g_at, o, o_at, LANES * flagged[listed], use_tanh)
+
+
+@njit(error_model="numpy", fastmath={"contract"})  # not inlined: one copy per kernel
+def _formula_lanes(code, x, x_at, g, g_at, o, o_at, first, use_tanh):
+    """The formula for the lanes of the vector from element `first` that are outside the
+    segments (or NaN)."""
+    size = 4 if code == F32 else 2
+    for i in range(first, first + LANES):
+        xi = load_as_f32(x, code, x_at + size * i)
+        if not abs(xi) < _F_LIMIT:
+            product = load_as_f32(g, code, g_at + size * i) * _formula(xi, use_tanh)
+            store_from_f32(o, code, o_at + size * i, product)
 
 
 _PAD_BYTES = 4 * LANES  # one vector of float32; the pad holds x, g, o at 0, 64, 128
@@ -338,10 +346,11 @@ def gelu_row(code, x, x_at, g, g_at, o, o_at, n, coefficients, root_hi, root_lo,
 
 
 @njit(parallel=True, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
-def gelu_flat(g, x, o, code, coefficients, root_hi, root_lo, use_tanh):
-    """Contiguous arrays of one dtype (`code`; float16 and bfloat16 as 16-bit integers):
-    o = g * GELU'(x). The rows are blocks of BLOCK elements, handed out in up to RUNS runs
-    that each allocate their scratch once."""
+def gelu_flat(g, x, o, coefficients, root_hi, root_lo, use_tanh):
+    """Contiguous typed views of one dtype (see `typed`): o = g * GELU'(x). The rows are
+    blocks of BLOCK elements, handed out in up to RUNS runs that each allocate their
+    scratch once."""
+    code = element_code(o)
     n = o.size
     gb, xb, ob = g.view(np.uint8), x.view(np.uint8), o.view(np.uint8)
     size = o.itemsize

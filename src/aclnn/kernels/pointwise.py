@@ -345,6 +345,6 @@ def gelu_backward(shape, grad, x, out, use_tanh: bool) -> PointwiseLaunch:
         if any(v is None for v in views):
             return None
         g, xs, o = views
-        return lambda: gelu_flat(g, xs, o, out.code, *form, bool(use_tanh))
+        return lambda: gelu_flat(g, xs, o, *form, bool(use_tanh))
 
     return PointwiseLaunch(_gelu_backward, shape, [grad, x, out], (*form, bool(use_tanh)), flat)

@@ -2,8 +2,9 @@
 
 float32 data is a float32 array, float16 data a uint16 array and bfloat16 data an int16
 array (views of the same bytes), so the array's type alone selects the conversion at
-compile time: `widen(v)` gives float32 and `a[i] = narrow(v, a)` stores float32 `v` rounded
-to the array's element type (round-to-nearest-even).
+compile time: `widen(v)` gives float32, `a[i] = narrow(v, a)` stores float32 `v` rounded
+to the array's element type (round-to-nearest-even), and `element_code(a)` is the element
+code of the array's type.
 """
 
 from __future__ import annotations
@@ -24,6 +25,12 @@ def widen(value):
 
 def narrow(value, array):
     """float32 `value` as an element of `array`'s type (compiled code only)."""
+    raise NotImplementedError
+
+
+def element_code(array):
+    """The element code (bits.F32, F16 or BF16) of a typed view, a constant of its type
+    (compiled code only)."""
     raise NotImplementedError
 
 
@@ -48,3 +55,11 @@ def _narrow(value, array):
     if element == types.int16:
         return lambda value, array: np.int16(f32_to_bf16(value))
     return None
+
+
+@overload(element_code, inline="always")
+def _element_code(array):
+    code = {types.float32: F32, types.uint16: F16, types.int16: BF16}.get(array.dtype)
+    if code is None:
+        return None
+    return lambda array: code
