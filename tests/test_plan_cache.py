@@ -215,3 +215,14 @@ def test_int_arrays_count_by_value_and_liveness(monkeypatch):
             aclnn.aclDestroyIntArray(a)
         for t in (grad, x, out):
             t.free()
+
+
+def test_plan_with_a_tensor_it_was_not_given_is_not_stored(sl1, fresh_cache):
+    """A plan whose tensors are not all arguments of the call cannot be rebuilt for a hit."""
+    args = _args(sl1)
+    key = fresh_cache.key("aclnnSmoothL1LossBackward", args)
+    fresh_cache.store(key, args, [], 0, [sl1[0].tensor, aclnn.aclCreateTensor(
+        [6], aclnn.ACL_FLOAT, [1], 0, aclnn.ACL_FORMAT_ND, [6], sl1[1].ptr)])
+    assert len(fresh_cache) == 0
+    fresh_cache.store(key, args, [], 0, [sl1[0].tensor])
+    assert len(fresh_cache) == 1

@@ -26,9 +26,8 @@ import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..acl import _memory
+from ..acl import _memory, get_soc_name
 from ..tensor import aclIntArray, aclTensor
-from .soc import current_soc
 
 DEFAULT_LIMIT = 10000
 _SCALARS = (int, float, bool, str, type(None))
@@ -64,7 +63,7 @@ class PlanCache:
         """The key of a call, or None when the cache is off or an argument has no key."""
         if self.limit <= 0:
             return None
-        parts: list = [op, current_soc().name]
+        parts: list = [op, get_soc_name()]
         for arg in args:
             kind = type(arg)
             if kind is aclTensor:
@@ -96,8 +95,11 @@ class PlanCache:
 
     def store(self, key: tuple, args: Sequence, steps, workspace_size: int,
               plan_tensors: Sequence[aclTensor]) -> None:
-        """Remember a successful phase 1."""
-        positions = tuple(next(i for i, a in enumerate(args) if a is t) for t in plan_tensors)
+        """Remember a successful phase 1 (not one whose plan holds tensors it was not given)."""
+        ids = [id(a) for a in args]
+        if any(id(t) not in ids for t in plan_tensors):
+            return
+        positions = tuple(ids.index(id(t)) for t in plan_tensors)
         tensors = [a for a in args if type(a) is aclTensor]
         regions = tuple({id(t.region): t.region for t in tensors if t.region is not None}
                         .values())
