@@ -226,3 +226,14 @@ def test_plan_with_a_tensor_it_was_not_given_is_not_stored(sl1, fresh_cache):
     assert len(fresh_cache) == 0
     fresh_cache.store(key, args, [], 0, [sl1[0].tensor])
     assert len(fresh_cache) == 1
+
+
+def test_functional_calls_are_not_cached(monkeypatch, fresh_cache):
+    """The functional API's tensors lend an array's memory for one call: such a call is
+    never stored (storing and dropping it would only cost time)."""
+    stored = []
+    monkeypatch.setattr(fresh_cache, "store", lambda *args: stored.append(args))
+    g, x, y = (np.ones(8, np.float32) for _ in range(3))
+    for _ in range(2):
+        aclnn.smooth_l1_loss_backward(g, x, y)
+    assert stored == [] and len(fresh_cache) == 0

@@ -22,15 +22,17 @@ ALIGNMENT = 64
 
 
 class Region:
-    """A contiguous byte range `[addr, addr + size)` backed by a NumPy uint8 array."""
+    """A contiguous byte range `[addr, addr + size)` backed by a NumPy uint8 array;
+    `borrowed`: lent by an array for one call (see `borrowed_region`)."""
 
-    __slots__ = ("addr", "size", "buffer", "alive")
+    __slots__ = ("addr", "size", "buffer", "alive", "borrowed")
 
-    def __init__(self, buffer: np.ndarray):
+    def __init__(self, buffer: np.ndarray, borrowed: bool = False):
         self.buffer = buffer
         self.addr = int(buffer.ctypes.data)
         self.size = int(buffer.nbytes)
         self.alive = True
+        self.borrowed = borrowed
 
     def contains(self, addr: int, nbytes: int) -> bool:
         """Whether `[addr, addr + nbytes)` lies inside this live region."""
@@ -68,7 +70,7 @@ def borrowed_region(array: np.ndarray) -> Region:
     """A Region over the bytes a non-empty (strided) array spans, sharing its memory and
     keeping it alive."""
     low, nbytes = byte_span(array)
-    return Region(np.asarray(_Span(array, low, nbytes)))
+    return Region(np.asarray(_Span(array, low, nbytes)), borrowed=True)
 
 
 def _aligned_buffer(size: int) -> np.ndarray:

@@ -5,7 +5,7 @@ them when the same operator is called again with the same arguments, which spare
 checks and the planning. So does this module. A call's key is its operator, the SoC and
 its arguments: tensors by identity, int arrays by their values, Python scalars (int,
 float, bool, str, None) by type and exact value. A call with any other argument is not
-cached.
+cached, nor one on the functional API's borrowed memory (its tensors live for one call).
 
 A cached plan is taken only while every tensor of the call is live and every int array
 undestroyed; otherwise phase 1 runs in full and reports the failure as always. Only
@@ -67,6 +67,8 @@ class PlanCache:
         for arg in args:
             kind = type(arg)
             if kind is aclTensor:
+                if arg.region is not None and arg.region.borrowed:
+                    return None  # the functional API's tensor of one call: never repeated
                 parts.append(id(arg))
             elif kind is aclIntArray:
                 parts.append((kind, arg.values))
