@@ -61,12 +61,12 @@ AVX512 = "+avx512f" in _target_features()  # vpermi2ps, cvttps2dq
 _BF16_CONVERT = "+avx512bf16" in _target_features()  # vcvtneps2bf16
 
 
-def q_erf(a: float) -> float:
+def _q_erf(a: float) -> float:
     """GELU'(-a) of the erf form, in float64: Phi(-a) - a phi(a)."""
     return 0.5 * math.erfc(a / math.sqrt(2)) - a * math.exp(-0.5 * a * a) / math.sqrt(2 * math.pi)
 
 
-def q_tanh(a: float) -> float:
+def _q_tanh(a: float) -> float:
     """GELU'(-a) of the tanh form, in float64, without cancellation: with
     u = sqrt(2/pi)(a + 0.044715 a**3) and s = (1 - tanh u)/2 = 1/(1 + e**2u),
     q = s (1 - 2a (1 - s) sqrt(2/pi) (1 + 3 * 0.044715 a**2))."""
@@ -96,7 +96,7 @@ class Segments(NamedTuple):
 @functools.cache
 def segments(use_tanh: bool) -> Segments:
     """The segment polynomials of the erf or the tanh form (computed once per mode)."""
-    q = q_tanh if use_tanh else q_erf
+    q = _q_tanh if use_tanh else _q_erf
     root = _root(q)
     nodes = 0.5 + 0.5 * np.cos(np.pi * (np.arange(DEGREE + 1) + 0.5) / (DEGREE + 1))
     vandermonde = np.vander(nodes, DEGREE + 1, increasing=True)

@@ -4,7 +4,8 @@ Every kernel makes one pass, computes in float32 and stores the result rounded t
 output dtype (round-to-nearest-even). Two kinds of kernel:
 
 - flat: every operand contiguous and of one dtype (float32, or float16/bfloat16 as typed
-  16-bit views, see `typed`); a plain vectorised parallel loop, no staging.
+  16-bit views, see `typed`); a plain vectorised parallel loop, no staging (GELU's rows go
+  through `gelu_segments`, as the tiled kernel's rows do).
 - tiled: anything else. The iteration space is coalesced to `MAX_RANK` dims and cut into
   tiles (rows along dim MAX_RANK-2 by columns along the innermost dim). A tile row of an
   operand is used where it lies when it is contiguous float32; otherwise it is loaded from
