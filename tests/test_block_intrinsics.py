@@ -3,14 +3,16 @@
 `store_f32_row` writes a float32 row with non-temporal stores for its whole cache lines
 and ordinary ones for the unaligned head and tail: every start offset within a cache line
 and lengths around the vector width must write exactly the row, and not one byte outside
-it. `transpose_f32x16` turns a 16 x 16 block in registers: any source step and offset,
-any destination position, nothing written outside the block."""
+it. `transpose_x16` turns a 16 x 16 block of float32, float16 or bfloat16 in registers
+into float32 (conversions exact, NaN payloads, -0, infinities and subnormals kept): any
+source step and offset, any destination position, nothing written outside the block."""
 
+import ml_dtypes
 import numpy as np
 import pytest
 from numba import njit
 
-from aclnn.kernels.bits import store_f32_row, store_fence, transpose_f32x16
+from aclnn.kernels.bits import BF16, F16, F32, store_f32_row, store_fence, transpose_x16
 
 GUARD = 0xA5
 
@@ -51,17 +53,22 @@ def test_misaligned_element_start_falls_back_to_ordinary_stores():
 
 
 @njit
-def _transpose(src, at, step, dst, dst_at, dst_step):
-    transpose_f32x16(src, at, step, dst, dst_at, dst_step)
+def _transpose(code, src, at, step, dst, dst_at, dst_step):
+    transpose_x16(code, src, at, step, dst, dst_at, dst_step)
 
 
+@pytest.mark.parametrize("dtype, code", [(np.float32, F32), (np.float16, F16),
+                                         (ml_dtypes.bfloat16, BF16)])
 @pytest.mark.parametrize("row, col, side", [(0, 0, 16), (3, 5, 40), (17, 2, 33)])
-def test_transpose_block(row, col, side):
-    source = np.random.default_rng(side).standard_normal((side, side)).astype(np.float32)
-    source[row, col:col + 3] = [np.nan, -0.0, np.inf]
+def test_transpose_block(dtype, code, row, col, side):
+    source = np.random.default_rng(side).standard_normal((side, side)).astype(dtype)
+    tiny = ml_dtypes.finfo(dtype).smallest_subnormal
+    source[row, col:col + 5] = np.array([np.nan, -0.0, np.inf, tiny, -tiny]).astype(dtype)
+    source[row + 1, col] = np.array(0x7FC1, np.uint16).view(dtype) if code != F32 else np.nan
     dst = np.full(20 * 20, -7.0, np.float32)
-    _transpose(source.reshape(-1).view(np.uint8), 4 * (row * side + col), 4 * side,
-               dst, 2 * 20 + 1, 20)
+    size = np.dtype(dtype).itemsize
+    _transpose(code, source.reshape(-1).view(np.uint8), size * (row * side + col),
+               size * side, dst, 2 * 20 + 1, 20)
     expected = np.full((20, 20), -7.0, np.float32)
-    expected[2:18, 1:17] = source[row:row + 16, col:col + 16].T
+    expected[2:18, 1:17] = source[row:row + 16, col:col + 16].T.astype(np.float32)
     assert dst.view(np.uint32).tolist() == expected.reshape(-1).view(np.uint32).tolist()

@@ -3,7 +3,8 @@
 Small hypothesis examples rarely reach some paths: the typed flat kernel (one dtype, all
 contiguous, incl. a scalar gradOut folded into the scale), the tiled kernel computing
 contiguous float32 rows in place, broadcast rows (stride 0 along the columns), and
-operands that stride past a cache line (transposed views, staged column by column).
+operands that stride past a cache line (transposed views, staged a tile at a time by
+16 x 16 blocks, what the blocks leave element by element).
 """
 
 import ml_dtypes
@@ -82,6 +83,19 @@ def test_transposed_inputs(op, dtype):
     finally:
         for d in devices[1:]:
             d.free()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("op", ["smooth_l1", "gelu"])
+def test_transposed_wider_than_a_tile(op, dtype):
+    """Rows wider than two staged tiles (4096 columns each): the tiles go down bands of
+    columns, and the last, narrower band and the rows past the last 16-row group too."""
+    hosts = operands(op, [(37, 2 * 4096 + 333)] * 3, dtype)
+    devices = [hosts[0], transposed(hosts[1])] + hosts[2:]
+    try:
+        run_and_check(op, devices, dtype)
+    finally:
+        devices[1].free()
 
 
 @pytest.mark.parametrize("op", list(CASES))
