@@ -278,12 +278,9 @@ def _probe(fn):
 PROBES = [
     Case("probe: numba copy f32", _probe(probe.copy_setup), None),
     Case("probe: numba triad f32", _probe(probe.triad_setup), None),
-    Case("probe: numba transposed copy f32", lambda cfg, dev: probe.transposed_copy_setup(
-        cfg.side), None),
 ]
-COPY, TRIAD, TRANSPOSED_COPY = (probe_case.name for probe_case in PROBES)
+TRIAD = PROBES[1].name
 CONTIGUOUS = "smooth_l1 f32 none"
-TRANSPOSED = "smooth_l1 f32 self transposed"
 
 
 def _low_precision_cases() -> list[Case]:
@@ -306,7 +303,7 @@ CASES = [
     *_low_precision_cases(),
     Case("smooth_l1 f32 bcast target[S,1]", smooth_l1(F32, layout="bcast"),
          vs_case(CONTIGUOUS, 0.7)),
-    Case(TRANSPOSED, smooth_l1(F32, layout="transposed"),
+    Case("smooth_l1 f32 self transposed", smooth_l1(F32, layout="transposed"),
          vs_case(CONTIGUOUS, 0.7)),
     Case("avgpool f32 k3s2p1", avg_pool(F32, 3, 2, 1), vs_torch(4.0)),
     Case("avgpool f32 k2s2p0", avg_pool(F32, 2, 2, 0), vs_torch(4.0)),
@@ -319,26 +316,6 @@ CASES = [
     Case("peak memory smooth_l1 f16", None, at_most("extra_fraction", 0.10, "of in+out"),
          measure_peak_memory),
 ]
-
-
-def note_transposed_floor(rows: list[Row]) -> None:
-    """Note on the transposed case what the probes of the same run allow it: our contiguous
-    time (timed alongside it) plus what reading a transposed view costs over a plain read
-    (transposed copy minus copy, the same bytes)."""
-    by_name = {r.case: r for r in rows}
-    needed = [by_name.get(name) for name in (COPY, TRANSPOSED_COPY, TRANSPOSED)]
-    if any(r is None or r.ours_s is None for r in needed):
-        return
-    copy, transposed_copy, transposed = needed
-    contiguous_s = transposed.extra.get("reference_ms", 0) * 1e-3
-    if not contiguous_s:
-        return
-    penalty = transposed_copy.ours_s - copy.ours_s
-    floor = contiguous_s + penalty
-    transposed.note = (f"probe floor {contiguous_s * 1e3:.1f} ms (contiguous) + "
-                       f"{penalty * 1e3:.1f} ms (transposed read over a plain one) = "
-                       f"{floor * 1e3:.1f} ms, i.e. {contiguous_s / floor:.2f} of "
-                       f"contiguous at best; ours took {transposed.ours_s * 1e3:.1f} ms")
 
 
 def note_bandwidth_ceilings(rows: list[Row], cases: list[Case]) -> None:

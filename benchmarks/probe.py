@@ -1,8 +1,7 @@
 """The memory-bandwidth probe: Numba `prange` copy and triad (3 reads + 1 write) on
 float32 arrays, run on 2 threads. A triad is the yardstick of the table's "x triad"
 column: the case's own same-bytes triad where it has one (see `cases.measure_throughput`),
-else the run's triad row. A transposed copy (tiled, 128 x 16) shows what reading a transposed
-view costs this memory system before any computation."""
+else the run's triad row."""
 
 from __future__ import annotations
 
@@ -47,30 +46,3 @@ def triad_setup(n: int) -> Setup:
     t_out = torch.zeros(n)
     return Setup(lambda: _triad(out, a, b, c),
                  lambda: torch.addcmul(ta, tb, tc, out=t_out), 4 * 4 * n, n)
-
-
-TILE_ROWS, TILE_COLS = 128, 16  # the fastest of the tile shapes tried here
-
-
-@numba.njit(parallel=True, cache=True)
-def _transposed_copy(dst, src):
-    """dst = src.T for square float32 arrays, by tiles of TILE_ROWS x TILE_COLS of dst:
-    each dst row of a tile gathers one element from each of TILE_COLS cache lines of src,
-    and the tile's next rows use the rest of those lines while they are in L1."""
-    side = dst.shape[0]
-    col_tiles = side // TILE_COLS
-    for t in prange((side // TILE_ROWS) * col_tiles):
-        r0, c0 = (t // col_tiles) * TILE_ROWS, (t % col_tiles) * TILE_COLS
-        for r in range(r0, r0 + TILE_ROWS):
-            for j in range(c0, c0 + TILE_COLS):
-                dst[r, j] = src[j, r]
-
-
-def transposed_copy_setup(side: int) -> Setup:
-    """A side x side float32 transposed copy: Numba tiled vs torch `copy_(src.t())`."""
-    numba.set_num_threads(THREADS)
-    src = np.random.default_rng(2).standard_normal((side, side), dtype=np.float32)
-    dst = np.zeros_like(src)
-    t_src, t_dst = torch.from_numpy(src.copy()), torch.zeros(side, side)
-    return Setup(lambda: _transposed_copy(dst, src), lambda: t_dst.copy_(t_src.t()),
-                 2 * 4 * side * side, side * side)

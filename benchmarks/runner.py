@@ -14,7 +14,7 @@ import numba
 import numpy as np
 import torch
 
-from .cases import CASES, PROBES, TRIAD, Case, note_bandwidth_ceilings, note_transposed_floor
+from .cases import CASES, PROBES, TRIAD, Case, note_bandwidth_ceilings
 from .harness import Config, OthersLoad, Row, clear_host_cache, init_runtime
 
 THREADS = 2
@@ -130,7 +130,6 @@ def main(argv=None) -> int:
     for row in rows:
         row.triad_gbps = triad
     judge(rows, cases)
-    note_transposed_floor(rows)
     note_bandwidth_ceilings(rows, cases)
     elapsed = time.perf_counter() - started
     busy = others.fraction()

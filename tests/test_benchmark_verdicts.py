@@ -3,14 +3,7 @@ targets judged against a same-run reference, and the notes that say when a torch
 target was out of reach."""
 
 import pytest
-from benchmarks.cases import (
-    COPY,
-    TRANSPOSED,
-    TRANSPOSED_COPY,
-    Case,
-    note_bandwidth_ceilings,
-    note_transposed_floor,
-)
+from benchmarks.cases import Case, note_bandwidth_ceilings
 from benchmarks.harness import Row, bandwidth_and_torch, time_alternating, vs_case, vs_torch
 
 
@@ -66,16 +59,3 @@ def test_targets_carry_their_torch_factor():
     assert vs_torch(1.5).torch_factor == 1.5
     assert bandwidth_and_torch(0.9, 1.0).torch_factor == 1.0
     assert vs_case("x", 0.7).torch_factor is None
-
-
-def test_transposed_floor_note_uses_the_contiguous_call_timed_alongside():
-    rows = [Row(COPY, ours_s=0.004), Row(TRANSPOSED_COPY, ours_s=0.009),
-            Row(TRANSPOSED, ours_s=0.0125, extra={"reference_ms": 7.0})]
-    note_transposed_floor(rows)
-    assert rows[2].note == ("probe floor 7.0 ms (contiguous) + 5.0 ms (transposed read over a "
-                            "plain one) = 12.0 ms, i.e. 0.58 of contiguous at best; ours took "
-                            "12.5 ms")
-    rows[2].extra.clear()
-    rows[2].note = ""
-    note_transposed_floor(rows)
-    assert rows[2].note == ""
