@@ -397,6 +397,14 @@ def strided_device(values, strides, offset: int = 0, fill=None, tail: int = 3):
     return DeviceTensor(storage, list(shape), list(strides), offset)
 
 
+def aligned_zeros(size: int, dtype) -> np.ndarray:
+    """A zeroed 1-D array whose data starts on a 64-byte cache line."""
+    itemsize = np.dtype(dtype).itemsize
+    raw = np.zeros(size * itemsize + 64, np.uint8)
+    start = -raw.ctypes.data % 64
+    return raw[start: start + size * itemsize].view(dtype)
+
+
 def _uint(dtype) -> np.dtype:
     return np.dtype({2: np.uint16, 4: np.uint32, 8: np.uint64}[np.dtype(dtype).itemsize])
 

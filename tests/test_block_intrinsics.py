@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 from numba import njit
 
-from aclnn.kernels.bits import BF16, F16, F32, store_f32_row, store_fence, transpose_x16
+from aclnn.kernels.bits import BF16, F16, F32, store_f32_row, store_fence
+from aclnn.kernels.lanes import transpose_x16
 
 GUARD = 0xA5
 

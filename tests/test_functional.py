@@ -78,11 +78,11 @@ def test_numpy_views_in_any_layout(op, layout, dtype):
 
 
 def test_inputs_are_read_in_place_not_copied():
-    """A transposed 2M-element input adds no copy of itself to the peak memory (8 MiB): the
-    kernel's scratch is a staged tile of about 1 MiB per thread."""
-    x = values((2048, 1024), F32, 1).T
-    target = values((1024, 2048), F32, 2)
-    out = np.empty((1024, 2048), F32)
+    """A transposed 8M-element input adds no copy of itself to the peak memory (32 MiB): the
+    kernel's scratch is a staged tile of about 2 MiB per thread."""
+    x = values((4096, 2048), F32, 1).T
+    target = values((2048, 4096), F32, 2)
+    out = np.empty((2048, 4096), F32)
     aclnn.smooth_l1_loss_backward(np.float32(1), x, target, "none", out=out)  # warm up
     tracemalloc.start()
     try:
@@ -90,7 +90,7 @@ def test_inputs_are_read_in_place_not_copied():
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert peak < x.nbytes // 2, f"peak {peak} bytes: an input was copied"
+    assert peak < x.nbytes // 4, f"peak {peak} bytes: an input was copied"
     expected = compute("smooth_l1", [np.float32(1), np.ascontiguousarray(x), target],
                        (0, 1.0))
     assert np.array_equal(out, expected)

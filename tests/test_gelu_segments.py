@@ -13,7 +13,7 @@ import pytest
 from numba import njit
 
 import reference as R
-from aclnn.kernels import fastmath, gelu_segments
+from aclnn.kernels import fastmath, gelu_segments, lanes
 from aclnn.kernels.bits import BF16, F16, F32, fma_f32
 from aclnn.kernels.typed import VIEW_DTYPE
 
@@ -30,13 +30,14 @@ def _ulp_error(got, exact):
     return np.abs(got.astype(np.float64) - exact) / ulp
 
 
-def _run(g, x, approximate, kernel=None):
-    """o = g * GELU'(x) by the contiguous kernel, in x's dtype."""
+def _run(g, x, approximate, kernel=None, streaming=False):
+    """o = g * GELU'(x) by the contiguous kernel, in x's dtype (into a cache-line aligned
+    output, as streaming stores need)."""
     kernel = kernel or gelu_segments.gelu_flat
     view = VIEW_DTYPE[CODES[x.dtype]]
-    out = np.zeros(x.size, view)
+    out = R.aligned_zeros(x.size, view)
     kernel(g.view(view), x.view(view), out, *gelu_segments.segments(approximate == "tanh"),
-           approximate == "tanh")
+           approximate == "tanh", streaming)
     return out.view(x.dtype)
 
 
@@ -158,9 +159,10 @@ def test_strided_and_contiguous_give_the_same_bits(dtype, approximate):
 
 
 def _recompiled(monkeypatch, **flags):
-    """gelu_flat compiled afresh (not from the cache) with module flags changed."""
+    """gelu_flat compiled afresh (not from the cache) with the CPU feature flags of `lanes`
+    changed."""
     for name, value in flags.items():
-        monkeypatch.setattr(gelu_segments, name, value)
+        monkeypatch.setattr(lanes, name, value)
     options = {k: v for k, v in gelu_segments.gelu_flat.targetoptions.items()
                if k not in ("cache", "nopython")}
     return njit(**options)(gelu_segments.gelu_flat.py_func)
@@ -180,9 +182,22 @@ def _same_results(kernel):
 def test_integer_rounding_variant_gives_the_same_bits(monkeypatch):
     """Compiled without vcvtneps2bf16 (AVX-512F but not AVX512_BF16): bfloat16 results
     rounded by integer arithmetic, to the same bits."""
-    _same_results(_recompiled(monkeypatch, _BF16_CONVERT=False))
+    _same_results(_recompiled(monkeypatch, BF16_CONVERT=False))
 
 
 def test_portable_variant_gives_the_same_bits(monkeypatch):
     """Compiled as for a CPU without AVX-512 (coefficients gathered, fptosi)."""
-    _same_results(_recompiled(monkeypatch, AVX512=False, _BF16_CONVERT=False))
+    _same_results(_recompiled(monkeypatch, AVX512=False, BF16_CONVERT=False))
+
+
+@pytest.mark.parametrize("approximate", MODES)
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, ml_dtypes.bfloat16])
+def test_streaming_stores_give_the_same_bits(dtype, approximate):
+    """Non-temporal stores (large outputs) write what plain ones do: every vector, those
+    with lanes outside the segments (|x| >= LIMIT, NaN; stored plainly, then patched by the
+    formula) and the padded tail included."""
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal(3 * 4096 + 21) * 3).astype(dtype)
+    x[::97] = np.array(np.nan, dtype)
+    g = rng.standard_normal(x.size).astype(dtype)
+    assert _same_bits(_run(g, x, approximate, streaming=True), _run(g, x, approximate))

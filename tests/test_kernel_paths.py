@@ -11,7 +11,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from reference import check_output, compute, golden, layout_strides, strided_device
+from aclnn.kernels import pointwise
+from reference import bits, check_output, compute, golden, layout_strides, strided_device
 
 DTYPES = [np.float32, np.float16, ml_dtypes.bfloat16]
 ROWS, COLS = 67, 301  # not multiples of any tile size
@@ -105,3 +106,23 @@ def test_mixed_dtypes_tiled(op):
     if op == "gelu":
         hosts = hosts[:2]
     run_and_check(op, hosts, np.float32)
+
+
+@pytest.mark.parametrize("layout", ["flat", "broadcast", "transposed"])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("op", list(CASES))
+def test_streaming_stores_give_the_same_bits(op, dtype, layout, monkeypatch):
+    """Each path with its output stored non-temporally, as outputs of STREAM_BYTES are (the
+    tiled kernels: the rows that start on a cache line), gives the bits of plain stores."""
+    shapes = {"flat": [(ROWS, COLS)] * 3, "broadcast": [(ROWS, COLS), (ROWS, 1), (1, COLS)],
+              "transposed": [(ROWS, COLS)] * 3}[layout]
+    hosts = operands(op, shapes, dtype)
+    devices = hosts[:1] + [transposed(h) for h in hosts[1:]] if layout == "transposed" else hosts
+    try:
+        plain = compute(op, devices, CASES[op])
+        monkeypatch.setattr(pointwise, "STREAM_BYTES", 0)
+        streamed = compute(op, devices, CASES[op])
+    finally:
+        for d in devices[1:] if layout == "transposed" else ():
+            d.free()
+    assert np.array_equal(bits(streamed), bits(plain))

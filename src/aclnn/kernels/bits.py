@@ -8,6 +8,8 @@ round-to-nearest-even); bfloat16 uses shifts with round-to-nearest-even.
 
 from __future__ import annotations
 
+import platform
+
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
@@ -137,71 +139,18 @@ def stream_f32x16(typingctx, dst, dst_byte_index, src, src_index, vectors):
     return types.none(dst, types.intp, src, types.intp, types.intp), codegen
 
 
-def _load_lanes_as_f32(code: int):
-    """IR for 16 contiguous elements of the given code at a byte pointer, as <16 x float>
-    (float16 by fpext, bfloat16 by a 16-bit shift: exact, like the scalar loads)."""
-    def load(builder, pointer):
-        if code == F32:
-            return builder.load(builder.bitcast(pointer, _VEC16.as_pointer()), align=1)
-        words = builder.load(builder.bitcast(pointer, ir.VectorType(_I16, 16).as_pointer()),
-                             align=1)
-        if code == F16:
-            return builder.fpext(builder.bitcast(words, ir.VectorType(_HALF, 16)), _VEC16)
-        wide = builder.zext(words, ir.VectorType(_I32, 16))
-        return builder.bitcast(builder.shl(wide, _i32_like(wide, 16)), _VEC16)
-    return load
-
-
-def _transpose_intrinsic(code: int):
-    def transpose(typingctx, src, src_byte_index, src_step, dst, dst_index, dst_step):
-        def codegen(context, builder, signature, args):
-            s = context.make_array(signature.args[0])(context, builder, value=args[0]).data
-            d = context.make_array(signature.args[3])(context, builder, value=args[3]).data
-            load = _load_lanes_as_f32(code)
-            lanes = []
-            for j in range(16):
-                at = builder.add(args[1], builder.mul(args[2], ir.Constant(args[2].type, j)))
-                lanes.append(load(builder, builder.gep(s, [at])))
-            for block in (8, 4, 2, 1):  # swap the off-diagonal blocks at every scale
-                for j in range(16):
-                    if j & block:
-                        continue
-                    low = [k if not k & block else 16 + k - block for k in range(16)]
-                    high = [k + block if not k & block else 16 + k for k in range(16)]
-                    a, b = lanes[j], lanes[j + block]
-                    lanes[j] = builder.shuffle_vector(a, b, _mask(low))
-                    lanes[j + block] = builder.shuffle_vector(a, b, _mask(high))
-            for i in range(16):
-                at = builder.add(args[4], builder.mul(args[5], ir.Constant(args[5].type, i)))
-                builder.store(lanes[i], builder.bitcast(builder.gep(d, [at]),
-                                                        _VEC16.as_pointer()), align=4)
-            return context.get_dummy_value()
-        return types.none(src, types.intp, types.intp, dst, types.intp, types.intp), codegen
-    return intrinsic(transpose)
-
-
-_TRANSPOSE_F32, _TRANSPOSE_F16, _TRANSPOSE_BF16 = (_transpose_intrinsic(code)
-                                                   for code in (F32, F16, BF16))
-
-
-@njit(inline="always", error_model="numpy", fastmath={"contract"})
-def transpose_x16(code, src, src_byte_index, src_step, dst, dst_index, dst_step):
-    """A 16 x 16 block of the given element code transposed in registers: the 16
-    contiguous elements at src_byte_index + j * src_step (bytes) of the uint8 array `src`
-    become, as float32, column j of the rows dst[dst_index + i * dst_step:][:16] of the
-    float32 array `dst`."""
-    if code == F32:
-        _TRANSPOSE_F32(src, src_byte_index, src_step, dst, dst_index, dst_step)
-    elif code == F16:
-        _TRANSPOSE_F16(src, src_byte_index, src_step, dst, dst_index, dst_step)
-    else:
-        _TRANSPOSE_BF16(src, src_byte_index, src_step, dst, dst_index, dst_step)
+_X86 = platform.machine().lower() in ("x86_64", "amd64")
 
 
 @intrinsic
 def store_fence(typingctx):
-    """A full memory fence: orders earlier (non-temporal) stores before everything after."""
+    """A full memory fence that orders earlier non-temporal stores before everything after:
+    `sfence` on x86 (which LLVM's own seq_cst fence, a locked instruction there, is not
+    documented to do for weakly ordered stores), then the seq_cst fence."""
     def codegen(context, builder, signature, args):
+        if _X86:
+            builder.call(cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(ir.VoidType(), []), "llvm.x86.sse.sfence"), [])
         builder.fence("seq_cst")
         return context.get_dummy_value()
     return types.none(), codegen
@@ -209,10 +158,6 @@ def store_fence(typingctx):
 
 def _i32(value: int) -> ir.Constant:
     return ir.Constant(_I32, value)
-
-
-def _mask(indices: list[int]) -> ir.Constant:
-    return ir.Constant(ir.VectorType(_I32, len(indices)), indices)
 
 
 def _i32_like(value, constant: int) -> ir.Constant:

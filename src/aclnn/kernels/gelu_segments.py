@@ -29,17 +29,34 @@ from typing import NamedTuple
 import numpy as np
 from llvmlite import ir
 from numba import njit, prange, types
-from numba.core import cgutils, config
-from numba.core.codegen import get_host_cpu_features
+from numba.core import cgutils
 from numba.extending import intrinsic
 
-from .bits import BF16, F16, F32, ir_rounded_bits, load_as_f32, store_from_f32
+from . import lanes
+from .bits import BF16, F16, F32, load_as_f32, store_fence, store_from_f32
 from .fastmath import gelu_erf_derivative, gelu_tanh_derivative
+from .lanes import (
+    F32T,
+    I16,
+    I32,
+    I64,
+    LANES,
+    VF,
+    VI,
+    VMASK,
+    as_i1,
+    broadcast,
+    element_bytes,
+    function,
+    load_lanes,
+    narrower,
+    splat,
+    store,
+)
 from .typed import element_code
 
 SEGMENTS, PER_UNIT, DEGREE = 32, 8, 4
 LIMIT = SEGMENTS / PER_UNIT
-LANES = 16
 BLOCK = 4096  # elements per row of the contiguous kernel
 RUNS = 64  # its parallel work items
 _SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
@@ -47,18 +64,6 @@ _TANH_C = 0.044715
 
 f = np.float32
 _F_LIMIT = f(LIMIT)
-
-
-def _target_features() -> set[str]:
-    """The CPU features Numba compiles for (it honours NUMBA_CPU_FEATURES)."""
-    features = config.CPU_FEATURES
-    if features is None:
-        features = get_host_cpu_features()
-    return set(features.split(","))
-
-
-AVX512 = "+avx512f" in _target_features()  # vpermi2ps, cvttps2dq
-_BF16_CONVERT = "+avx512bf16" in _target_features()  # vcvtneps2bf16
 
 
 def _q_erf(a: float) -> float:
@@ -114,173 +119,105 @@ def _formula(x, use_tanh):
     return gelu_tanh_derivative(x) if use_tanh else gelu_erf_derivative(x)
 
 
-_I16, _I32, _I64, _F32 = ir.IntType(16), ir.IntType(32), ir.IntType(64), ir.FloatType()
-_VF, _VI, _VH, _VHALF = (ir.VectorType(t, LANES) for t in (_F32, _I32, _I16, ir.HalfType()))
-_VMASK = ir.VectorType(ir.IntType(1), LANES)
-
-
-class _BFloat(ir.Type):
-    """LLVM's bfloat type, which llvmlite does not define."""
-
-    def __str__(self) -> str:
-        return "bfloat"
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, _BFloat)
-
-    def __hash__(self) -> int:
-        return hash("bfloat")
-
-
-def _splat(vector_type: ir.VectorType, value) -> ir.Constant:
-    return ir.Constant(vector_type, [value] * LANES)
-
-
-def _broadcast(builder, value, vector_type: ir.VectorType):
-    first = builder.insert_element(ir.Constant(vector_type, ir.Undefined), value, _I32(0))
-    return builder.shuffle_vector(first, first, _splat(_VI, 0))
-
-
-def _function(builder, name: str, result, arguments):
-    return cgutils.get_or_insert_function(builder.module, ir.FunctionType(result, arguments),
-                                          name)
-
-
-def _bf16_converter(builder):
-    """A function emitting float32 x 16 -> bfloat16 x 16 (as i16), round-to-nearest-even:
-    `vcvtneps2bf16` where the CPU has it, whose flushing of subnormal inputs to zero is
-    undone by the integer rounding in a branch for vectors that have one; else the integer
-    rounding alone."""
-    def by_integers(value):
-        return builder.trunc(builder.lshr(ir_rounded_bits(builder, value, 16),
-                                          _splat(_VI, 16)), _VH)
-
-    if not _BF16_CONVERT:
-        return by_integers
-    convert = _function(builder, "llvm.x86.avx512bf16.cvtneps2bf16.512",
-                        ir.VectorType(_BFloat(), LANES), [_VF])
-    classify = _function(builder, "llvm.x86.avx512.fpclass.ps.512", _VMASK, [_VF, _I32])
-
-    def by_instruction(value):
-        slot = cgutils.alloca_once(builder, _VH)
-        builder.store(builder.bitcast(builder.call(convert, [value]), _VH), slot)
-        subnormal = builder.call(classify, [value, _I32(0x20)])
-        with builder.if_then(builder.icmp_unsigned("!=", builder.bitcast(subnormal, _I16),
-                                                   _I16(0)), likely=False):
-            builder.store(builder.select(subnormal, by_integers(value), builder.load(slot)),
-                          slot)
-        return builder.load(slot)
-    return by_instruction
 
 
 def _segment_picker(builder, coefficients):
     """(k, j) -> coefficient j of each lane's segment k (k: i32 x 16, any value; its low 5
     bits count): `vpermi2ps` from two registers per j with AVX-512, else a gather from the
     (DEGREE + 1, 32) float32 array at `coefficients`."""
-    rows = builder.bitcast(coefficients, _VF.as_pointer())
-    if AVX512:
-        permute = _function(builder, "llvm.x86.avx512.vpermi2var.ps.512", _VF, [_VF, _VI, _VF])
-        low = [builder.load(builder.gep(rows, [_I32(2 * j)]), align=4) for j in range(DEGREE + 1)]
-        high = [builder.load(builder.gep(rows, [_I32(2 * j + 1)]), align=4)
+    rows = builder.bitcast(coefficients, VF.as_pointer())
+    if lanes.AVX512:
+        permute = function(builder, "llvm.x86.avx512.vpermi2var.ps.512", VF, [VF, VI, VF])
+        low = [builder.load(builder.gep(rows, [I32(2 * j)]), align=4) for j in range(DEGREE + 1)]
+        high = [builder.load(builder.gep(rows, [I32(2 * j + 1)]), align=4)
                 for j in range(DEGREE + 1)]
         return lambda k, j: builder.call(permute, [low[j], k, high[j]])
-    pointers = ir.VectorType(_F32.as_pointer(), LANES)
-    gather = _function(builder, "llvm.masked.gather.v16f32.v16p0", _VF,
-                       [pointers, _I32, _VMASK, _VF])
-    base = _broadcast(builder, builder.ptrtoint(rows, _I64), ir.VectorType(_I64, LANES))
+    pointers = ir.VectorType(F32T.as_pointer(), LANES)
+    gather = function(builder, "llvm.masked.gather.v16f32.v16p0", VF,
+                       [pointers, I32, VMASK, VF])
+    base = broadcast(builder, builder.ptrtoint(rows, I64), ir.VectorType(I64, LANES))
 
     def pick(k, j):
-        index = builder.add(builder.and_(k, _splat(_VI, SEGMENTS - 1)), _splat(_VI, SEGMENTS * j))
+        index = builder.add(builder.and_(k, splat(VI, SEGMENTS - 1)), splat(VI, SEGMENTS * j))
         offsets = builder.shl(builder.zext(index, base.type), ir.Constant(base.type, [2] * LANES))
         return builder.call(gather, [builder.inttoptr(builder.add(base, offsets), pointers),
-                                     _I32(4), _splat(_VMASK, 1), ir.Constant(_VF, ir.Undefined)])
+                                     I32(4), splat(VMASK, 1), ir.Constant(VF, ir.Undefined)])
     return pick
 
 
 def _truncator(builder):
     """t -> int32 x 16, t's integer part for 0 <= t < 2**31; any other t gives some integer
     (`cvttps2dq`; else fptosi of t, or of 0 where t is out of that range)."""
-    if AVX512:
-        truncate = _function(builder, "llvm.x86.avx512.mask.cvttps2dq.512", _VI,
-                             [_VF, _VI, _I16, _I32])
-        return lambda t: builder.call(truncate, [t, _splat(_VI, 0), _I16(-1), _I32(4)])
+    if lanes.AVX512:
+        truncate = function(builder, "llvm.x86.avx512.mask.cvttps2dq.512", VI,
+                             [VF, VI, I16, I32])
+        return lambda t: builder.call(truncate, [t, splat(VI, 0), I16(-1), I32(4)])
 
     def portable(t):
-        inside = builder.fcmp_ordered("<", t, _splat(_VF, float(2 ** 31)))
-        return builder.fptosi(builder.select(inside, t, _splat(_VF, 0.0)), _VI)
+        inside = builder.fcmp_ordered("<", t, splat(VF, float(2 ** 31)))
+        return builder.fptosi(builder.select(inside, t, splat(VF, 0.0)), VI)
     return portable
 
 
 def _row_block(code: int):
     """The vector loop of a row of float32, float16 or bfloat16 elements (`code`) at byte
-    offsets of uint8 arrays; returns how many vectors it listed in `flagged`."""
-    lane_bytes = 4 if code == F32 else 2
-    element = _VF if code == F32 else _VH
+    offsets of uint8 arrays; returns how many vectors it listed in `flagged`. With
+    `streaming`, the vectors with no listed lane are stored non-temporally (see
+    `lanes.store`)."""
+    lane_bytes = element_bytes(code)
 
     def block(typingctx, x, x_at, g, g_at, o, o_at, vectors, coefficients, root_hi, root_lo,
-              flagged):
+              flagged, streaming):
         def codegen(context, builder, signature, args):
             def data(i):
                 return context.make_array(signature.args[i])(context, builder,
                                                              value=args[i]).data
 
-            (_, x_at, _, g_at, _, o_at, vectors, _, root_hi, root_lo, _) = args
+            (_, x_at, _, g_at, _, o_at, vectors, _, root_hi, root_lo, _, streaming) = args
             pick = _segment_picker(builder, data(7))
             truncate = _truncator(builder)
-            to_bf16 = _bf16_converter(builder)
-            fma = _function(builder, "llvm.fma.v16f32", _VF, [_VF] * 3)
-            root_hi_v = _broadcast(builder, root_hi, _VF)
-            root_lo_v = _broadcast(builder, root_lo, _VF)
-            flagged_at = builder.bitcast(data(10), _I64.as_pointer())
+            narrowed = narrower(builder, code)
+            streaming = as_i1(builder, streaming)
+            fma = function(builder, "llvm.fma.v16f32", VF, [VF] * 3)
+            root_hi_v = broadcast(builder, root_hi, VF)
+            root_lo_v = broadcast(builder, root_lo, VF)
+            flagged_at = builder.bitcast(data(10), I64.as_pointer())
             count = cgutils.alloca_once_value(builder, ir.Constant(vectors.type, 0))
             step = ir.Constant(vectors.type, LANES * lane_bytes)
 
             def address(i, at, v):
-                offset = builder.add(at, builder.mul(v, step))
-                return builder.bitcast(builder.gep(data(i), [offset]), element.as_pointer())
+                return builder.gep(data(i), [builder.add(at, builder.mul(v, step))])
 
             def load(i, at, v):
-                value = builder.load(address(i, at, v), align=lane_bytes)
-                if code == F16:
-                    return builder.fpext(builder.bitcast(value, _VHALF), _VF)
-                if code == BF16:
-                    return builder.bitcast(builder.shl(builder.zext(value, _VI),
-                                                       _splat(_VI, 16)), _VF)
-                return value
-
-            def narrowed(value):
-                if code == F16:
-                    return builder.bitcast(builder.fptrunc(value, _VHALF), _VH)
-                if code == BF16:
-                    return to_bf16(value)
-                return value
+                return load_lanes(builder, code, address(i, at, v))
 
             with cgutils.for_range(builder, vectors) as loop:
                 v = loop.index
                 x_value = load(0, x_at, v)
-                a = builder.bitcast(builder.and_(builder.bitcast(x_value, _VI),
-                                                 _splat(_VI, 0x7FFFFFFF)), _VF)
-                t = builder.fmul(a, _splat(_VF, float(PER_UNIT)))
+                a = builder.bitcast(builder.and_(builder.bitcast(x_value, VI),
+                                                 splat(VI, 0x7FFFFFFF)), VF)
+                t = builder.fmul(a, splat(VF, float(PER_UNIT)))
                 k = truncate(t)
-                w = builder.fsub(t, builder.sitofp(k, _VF))
+                w = builder.fsub(t, builder.sitofp(k, VF))
                 p = pick(k, DEGREE)
                 for j in range(DEGREE - 1, -1, -1):
                     p = builder.call(fma, [p, w, pick(k, j)])
                 q = builder.fmul(builder.fadd(builder.fsub(root_hi_v, a), root_lo_v), p)
-                negative = builder.fcmp_ordered("<", x_value, _splat(_VF, 0.0))
-                derivative = builder.select(negative, q, builder.fsub(_splat(_VF, 1.0), q))
+                negative = builder.fcmp_ordered("<", x_value, splat(VF, 0.0))
+                derivative = builder.select(negative, q, builder.fsub(splat(VF, 1.0), q))
                 product = builder.fmul(load(2, g_at, v), derivative)
-                builder.store(narrowed(product), address(4, o_at, v), align=lane_bytes)
-                outside = builder.fcmp_unordered(">=", a, _splat(_VF, LIMIT))  # NaN too
-                with builder.if_then(builder.icmp_unsigned(
-                        "!=", builder.bitcast(outside, _I16), _I16(0)), likely=False):
+                outside = builder.fcmp_unordered(">=", a, splat(VF, LIMIT))  # NaN too
+                any_outside = builder.icmp_unsigned("!=", builder.bitcast(outside, I16), I16(0))
+                store(builder, code, narrowed(product), address(4, o_at, v),
+                      builder.and_(streaming, builder.not_(any_outside)))
+                with builder.if_then(any_outside, likely=False):
                     listed = builder.load(count)
                     builder.store(v, builder.gep(flagged_at, [listed]))
                     builder.store(builder.add(listed, ir.Constant(listed.type, 1)), count)
             return builder.load(count)
 
         sig = types.intp(x, types.intp, g, types.intp, o, types.intp, types.intp,
-                         coefficients, types.float32, types.float32, flagged)
+                         coefficients, types.float32, types.float32, flagged, types.boolean)
         return sig, codegen
     block.__doc__ = _row_block.__doc__
     return intrinsic(block)
@@ -291,17 +228,17 @@ _f32_block, _f16_block, _bf16_block = (_row_block(code) for code in (F32, F16, B
 
 @njit(inline="always", error_model="numpy", fastmath={"contract"})
 def _vectors(code, x, x_at, g, g_at, o, o_at, vectors, coefficients, root_hi, root_lo,
-             use_tanh, flagged):
+             use_tanh, flagged, streaming):
     """`vectors` vectors of a row; then the formula for the lanes outside the segments."""
     if code == F32:
         count = _f32_block(x, x_at, g, g_at, o, o_at, vectors, coefficients, root_hi,
-                           root_lo, flagged)
+                           root_lo, flagged, streaming)
     elif code == F16:
         count = _f16_block(x, x_at, g, g_at, o, o_at, vectors, coefficients, root_hi,
-                           root_lo, flagged)
+                           root_lo, flagged, streaming)
     else:
         count = _bf16_block(x, x_at, g, g_at, o, o_at, vectors, coefficients, root_hi,
-                            root_lo, flagged)
+                            root_lo, flagged, streaming)
     for listed in range(count):
         _formula_lanes(code, x, x_at, g, g_at, o, o_at, LANES * flagged[listed], use_tanh)
 
@@ -324,14 +261,16 @@ PAD_BYTES = 3 * _PAD_BYTES  # the `pad` scratch of a row
 
 @njit(inline="always", error_model="numpy", fastmath={"contract"})
 def gelu_row(code, x, x_at, g, g_at, o, o_at, n, coefficients, root_hi, root_lo, use_tanh,
-             flagged, pad):
+             flagged, pad, streaming=False):
     """o = g * GELU'(x) for a row of n elements of one dtype (`code`) at byte offsets x_at,
     g_at, o_at of the uint8 arrays x, g, o. Scratch: `flagged`, int64, at least n // 16
     long; `pad`, PAD_BYTES of uint8: the last partial vector goes through it, so that every
-    element is computed by the same code."""
+    element is computed by the same code. `streaming`: whole vectors are stored
+    non-temporally (o_at aligned to a vector; a `store_fence` before the results are
+    used)."""
     vectors = n // LANES
     _vectors(code, x, x_at, g, g_at, o, o_at, vectors, coefficients, root_hi, root_lo,
-             use_tanh, flagged)
+             use_tanh, flagged, streaming)
     size = 4 if code == F32 else 2
     done, rest = size * LANES * vectors, size * (n - LANES * vectors)
     if rest:
@@ -340,16 +279,17 @@ def gelu_row(code, x, x_at, g, g_at, o, o_at, n, coefficients, root_hi, root_lo,
             pad[b] = x[x_at + done + b]
             pad[_PAD_BYTES + b] = g[g_at + done + b]
         _vectors(code, pad, 0, pad, _PAD_BYTES, pad, 2 * _PAD_BYTES, 1, coefficients,
-                 root_hi, root_lo, use_tanh, flagged)
+                 root_hi, root_lo, use_tanh, flagged, False)
         for b in range(rest):
             o[o_at + done + b] = pad[2 * _PAD_BYTES + b]
 
 
 @njit(parallel=True, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
-def gelu_flat(g, x, o, coefficients, root_hi, root_lo, use_tanh):
+def gelu_flat(g, x, o, coefficients, root_hi, root_lo, use_tanh, streaming):
     """Contiguous typed views of one dtype (see `typed`): o = g * GELU'(x). The rows are
     blocks of BLOCK elements, handed out in up to RUNS runs that each allocate their
-    scratch once."""
+    scratch once. `streaming` (o aligned to 64 bytes): stored non-temporally, each run
+    fenced."""
     code = element_code(o)
     n = o.size
     gb, xb, ob = g.view(np.uint8), x.view(np.uint8), o.view(np.uint8)
@@ -363,4 +303,6 @@ def gelu_flat(g, x, o, coefficients, root_hi, root_lo, use_tanh):
             start = b * BLOCK
             at = start * size
             gelu_row(code, xb, at, gb, at, ob, at, min(BLOCK, n - start), coefficients,
-                     root_hi, root_lo, use_tanh, flagged, pad)
+                     root_hi, root_lo, use_tanh, flagged, pad, streaming)
+        if streaming:
+            store_fence()

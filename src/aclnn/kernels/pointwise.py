@@ -4,8 +4,8 @@ Every kernel makes one pass, computes in float32 and stores the result rounded t
 output dtype (round-to-nearest-even). Two kinds of kernel:
 
 - flat: every operand contiguous and of one dtype (float32, or float16/bfloat16 as typed
-  16-bit views, see `typed`); a plain vectorised parallel loop, no staging (GELU's rows go
-  through `gelu_segments`, as the tiled kernel's rows do).
+  16-bit views, see `typed`): the rows of `smooth_l1_rows` and `gelu_segments`, 16 lanes
+  at a time with no staging, large outputs stored non-temporally (`_streams`).
 - tiled: anything else. The iteration space is coalesced to `MAX_RANK` dims and cut into
   tiles (rows along dim MAX_RANK-2 by columns along the innermost dim), handed out in up
   to RUNS runs that each allocate their float32 work area once. A tile row of an operand
@@ -20,6 +20,7 @@ output dtype (round-to-nearest-even). Two kinds of kernel:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import ml_dtypes
@@ -32,25 +33,27 @@ from .bits import (
     F16,
     F32,
     load_as_f32,
-    load_f32,
     load_span,
-    store_f32,
+    store_fence,
     store_span,
-    transpose_x16,
 )
-from .gelu_segments import LANES, PAD_BYTES, gelu_flat, gelu_row, segments
+from .gelu_segments import LANES, gelu_flat, gelu_row, segments
+from .gelu_segments import PAD_BYTES as GELU_PAD
+from .lanes import transpose_x16
 from .layout import MAX_RANK, coalesce
-from .typed import VIEW_DTYPE, narrow, widen
+from .smooth_l1_rows import PAD_BYTES as SMOOTH_L1_PAD
+from .smooth_l1_rows import smooth_l1_flat, smooth_l1_row
+from .typed import VIEW_DTYPE
 
 CHUNK = 4096  # elements per tile (one row) when no operand is staged
 BLOCK = 16  # the side of the blocks `transpose_x16` turns
 STAGED_COLS = 4096  # the widest tile when an operand is staged (see `_tile_shape`)
-STAGED_TILE = 64 * STAGED_COLS  # elements per such tile (1 MiB of float32 staged)
+STAGED_TILE = 128 * STAGED_COLS  # elements per such tile (2 MiB of float32 staged)
 BAND_TILES = 2  # column tiles per band of tall tiles (see `_tile_span`)
 RUNS = 64  # the tiled kernels' parallel work items
+STREAM_BYTES = 8 << 20  # outputs from this size are stored non-temporally (see `_streams`)
 _INNER = 2 + MAX_RANK - 1  # meta column of the innermost byte stride
 
-_F1 = np.float32(1.0)
 
 
 @dataclass(frozen=True)
@@ -214,19 +217,22 @@ def _flush_row(bufs, meta, k, base, r, n, work, area):
 
 
 @njit(inline="always", error_model="numpy", fastmath={"contract"})
-def _signum(d):
-    """sign(d): -1, 0 (keeping the zero's sign) or 1; NaN stays NaN."""
-    return _F1 if d > 0 else (-_F1 if d < 0 else d)
+def _streamed(meta, k, o, o_at, streaming):
+    """Whether output k's row at byte o_at of `o` is stored non-temporally: the kernel
+    streams, the row is computed in place and it starts on a cache line."""
+    return streaming and _in_place(meta, k) and (o.ctypes.data + o_at) % CACHE_LINE_BYTES == 0
 
 
 @njit(parallel=True, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
-def _smooth_l1_backward(bufs, meta, shape, tile_rows, tile_cols, beta, scale):
-    """bufs: (gradOut, self, target, gradInput); beta = 0 is pure sign (L1)."""
+def _smooth_l1_backward(bufs, meta, shape, tile_rows, tile_cols, beta, scale, streaming):
+    """bufs: (gradOut, self, target, gradInput); beta = 0 is pure sign (L1). The rows,
+    float32 in place or in the work area, go through `smooth_l1_rows.smooth_l1_row`."""
     count, mid_tiles, col_tiles = _tile_count(shape, tile_rows, tile_cols)
     runs, areas = min(count, RUNS), _work_areas(meta, tile_rows, tile_cols)
     for run in prange(runs):
         work = np.empty(areas[-1], np.float32)
         work_bytes = work.view(np.uint8)
+        pad = np.empty(SMOOTH_L1_PAD, np.uint8)
         for c in range(run * count // runs, (run + 1) * count // runs):
             first, rows, start, n = _tile_span(shape, mid_tiles, col_tiles, tile_rows,
                                                tile_cols, c)
@@ -245,17 +251,17 @@ def _smooth_l1_backward(bufs, meta, shape, tile_rows, tile_cols, beta, scale):
                 _convert_row(bufs, meta, 0, b0, r, n, work, areas[0])
                 _convert_row(bufs, meta, 1, b1, r, n, work, areas[1])
                 _convert_row(bufs, meta, 2, b2, r, n, work, areas[2])
-                gr, xr, yr, orow = g0 + r * gs, x0 + r * xs, y0 + r * ys, o0 + r * os
-                for i in range(n):
-                    d = load_f32(x, xr + 4 * i) - load_f32(y, yr + 4 * i)
-                    slope = d / beta if abs(d) < beta else _signum(d)
-                    store_f32(o, orow + 4 * i, load_f32(g, gr + 4 * i) * slope * scale)
+                orow = o0 + r * os
+                smooth_l1_row(F32, g, g0 + r * gs, x, x0 + r * xs, y, y0 + r * ys, o, orow, n,
+                              beta, scale, True, _streamed(meta, 3, o, orow, streaming), pad)
                 _flush_row(bufs, meta, 3, b3, r, n, work, areas[3])
+        if streaming:
+            store_fence()
 
 
 @njit(parallel=True, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
 def _gelu_backward(bufs, meta, shape, tile_rows, tile_cols, coefficients, root_hi, root_lo,
-                   use_tanh):
+                   use_tanh, streaming):
     """bufs: (gradOutput, self, gradInput); the rows, float32 in place or in the work area,
     go through `gelu_segments.gelu_row`."""
     count, mid_tiles, col_tiles = _tile_count(shape, tile_rows, tile_cols)
@@ -264,7 +270,7 @@ def _gelu_backward(bufs, meta, shape, tile_rows, tile_cols, coefficients, root_h
         work = np.empty(areas[-1], np.float32)
         work_bytes = work.view(np.uint8)
         flagged = np.empty((tile_cols + LANES - 1) // LANES, np.int64)
-        pad = np.empty(PAD_BYTES, np.uint8)
+        pad = np.empty(GELU_PAD, np.uint8)
         for c in range(run * count // runs, (run + 1) * count // runs):
             first, rows, start, n = _tile_span(shape, mid_tiles, col_tiles, tile_rows,
                                                tile_cols, c)
@@ -279,23 +285,21 @@ def _gelu_backward(bufs, meta, shape, tile_rows, tile_cols, coefficients, root_h
             for r in range(rows):
                 _convert_row(bufs, meta, 0, b0, r, n, work, areas[0])
                 _convert_row(bufs, meta, 1, b1, r, n, work, areas[1])
-                gelu_row(F32, x, x0 + r * xs, g, g0 + r * gs, o, o0 + r * os, n, coefficients,
-                         root_hi, root_lo, use_tanh, flagged, pad)
+                orow = o0 + r * os
+                gelu_row(F32, x, x0 + r * xs, g, g0 + r * gs, o, orow, n, coefficients,
+                         root_hi, root_lo, use_tanh, flagged, pad,
+                         _streamed(meta, 2, o, orow, streaming))
                 _flush_row(bufs, meta, 2, b2, r, n, work, areas[2])
+        if streaming:
+            store_fence()
 
 
-@njit(parallel=True, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
-def _smooth_l1_flat(g, x, y, o, beta, scale):
-    """Contiguous, one dtype: o = g * slope(x - y) * scale; g None means a scalar gradient
-    already folded into `scale`."""
-    if g is None:
-        for i in prange(o.size):
-            d = widen(x[i]) - widen(y[i])
-            o[i] = narrow((d / beta if abs(d) < beta else _signum(d)) * scale, o)
-    else:
-        for i in prange(o.size):
-            d = widen(x[i]) - widen(y[i])
-            o[i] = narrow(widen(g[i]) * (d / beta if abs(d) < beta else _signum(d)) * scale, o)
+def _streams(out: np.ndarray) -> bool:
+    """Whether a flat kernel stores `out` non-temporally: when it is too large to stay in
+    the caches for a reader anyway (STREAM_BYTES) and aligned to a cache line, as the
+    streaming stores need. (The tiled kernels stream outputs of STREAM_BYTES, their rows
+    that start on a cache line.)"""
+    return out.nbytes >= STREAM_BYTES and out.ctypes.data % CACHE_LINE_BYTES == 0
 
 
 def _flat_view(op: StridedOperand, stride: int, size: int) -> np.ndarray | None:
@@ -319,9 +323,11 @@ def _tile_shape(shape, strides) -> tuple[int, int]:
     STAGED_COLS columns, so the other operands still stream long runs (whole rows of
     4096 lie end to end), and as many rows (a multiple of BLOCK) as fill STAGED_TILE
     elements, so the staged operand is read several cache lines at a time along each of
-    its rows. On 4096 x 4096 float32 with self transposed, 64 x 4096 tiles ran at 0.61-0.78
-    of the contiguous call's rate where the earlier 16 x 256 ran at 0.38-0.65 (alternating
-    calls in one process; 32 x 4096: 0.51-0.54, 64 x 2048: 0.45-0.55)."""
+    its rows. On 4096 x 4096 float32 with self transposed, alternating calls in one
+    process: 64 x 4096 tiles ran at 0.61-0.78 of the contiguous call's rate where the
+    earlier 16 x 256 ran at 0.38-0.65 (32 x 4096: 0.51-0.54, 64 x 2048: 0.45-0.55); once
+    the outputs were streamed, 128 x 4096 ran at 0.71-0.73 where 64 x 4096 ran at
+    0.67-0.68 (192 x 4096: 0.73-0.75)."""
     if not any(abs(s[-1]) > CACHE_LINE_BYTES for s in strides):
         return 1, CHUNK
     cols = min(shape[-1], STAGED_COLS)
@@ -347,8 +353,9 @@ class PointwiseLaunch:
         if self._run is None:
             meta = np.array([[op.code, op.byte_offset, *s] for op, s in zip(operands, strides)],
                             dtype=np.int64)
+            out_bytes = math.prod(iter_shape) * VIEW_DTYPE[operands[-1].code].itemsize
             args = (tuple(op.buffer for op in operands), meta, np.array(iter_shape, np.int64),
-                    *_tile_shape(iter_shape, strides), *scalars)
+                    *_tile_shape(iter_shape, strides), *scalars, out_bytes >= STREAM_BYTES)
             self._run = lambda: chunked(*args)
 
     def __call__(self) -> None:
@@ -365,13 +372,14 @@ def smooth_l1_backward(shape, grad, x, target, out, beta: float, scale: float) -
         g, xs, ys, o = views
         if xs is None or ys is None or o is None:
             return None
+        streaming = _streams(o)
         if g is not None:
-            return lambda: _smooth_l1_flat(g, xs, ys, o, beta, scale)
+            return lambda: smooth_l1_flat(g, xs, ys, o, beta, scale, streaming)
         if strides[0] != 0:
             return None
         read_grad = _scalar_reader(operands[0])
-        return lambda: _smooth_l1_flat(None, xs, ys, o, beta,
-                                       np.float32(read_grad() * float(scale)))
+        return lambda: smooth_l1_flat(None, xs, ys, o, beta,
+                                      np.float32(read_grad() * float(scale)), streaming)
 
     return PointwiseLaunch(_smooth_l1_backward, shape, [grad, x, target, out], (beta, scale),
                            flat)
@@ -391,6 +399,7 @@ def gelu_backward(shape, grad, x, out, use_tanh: bool) -> PointwiseLaunch:
         if any(v is None for v in views):
             return None
         g, xs, o = views
-        return lambda: gelu_flat(g, xs, o, *form, bool(use_tanh))
+        streaming = _streams(o)
+        return lambda: gelu_flat(g, xs, o, *form, bool(use_tanh), streaming)
 
     return PointwiseLaunch(_gelu_backward, shape, [grad, x, out], (*form, bool(use_tanh)), flat)

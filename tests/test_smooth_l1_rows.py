@@ -1,0 +1,105 @@
+"""The contiguous SmoothL1 / L1 backward kernel (kernels/smooth_l1_rows.py), bit for bit.
+
+Every result is the float32 formula of SPEC §8 evaluated here with NumPy in the kernel's
+order - d = x - y; d / beta inside |d| < beta, else sign(d) (keeping a zero's sign and
+NaN); times g, times scale - then rounded once to the dtype. Streaming (non-temporal)
+stores, the padded tail, the folded scalar gradient and the integer rounding of bfloat16
+(a CPU without AVX512_BF16) all give those bits; the streaming policy takes only large,
+cache-line aligned outputs."""
+
+import ml_dtypes
+import numpy as np
+import pytest
+from numba import njit
+
+import reference as R
+from aclnn.kernels import lanes, pointwise, smooth_l1_rows
+from aclnn.kernels.bits import BF16, F16, F32
+from aclnn.kernels.typed import VIEW_DTYPE
+
+DTYPES = {np.float32: F32, np.float16: F16, ml_dtypes.bfloat16: BF16}
+BETAS = [1.0, 0.5, 0.0, np.inf]  # 0: L1; inf: every finite d inside
+SPECIAL = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 1e-30, 65504.0, 3e38]
+
+
+def _inputs(dtype, n, seed=0):
+    """g, x, y of `dtype`: random values, the special values against each other, and ties
+    |x - y| == beta for the betas tried."""
+    rng = np.random.default_rng(seed)
+    g, x, y = ((rng.standard_normal(n) * 2).astype(dtype) for _ in range(3))
+    pairs = np.array([(a, b) for a in SPECIAL for b in SPECIAL]).T
+    m = pairs.shape[1]
+    with np.errstate(over="ignore"):  # 3e38 is inf in the 16-bit dtypes
+        x[:m], y[:m] = pairs.astype(dtype)
+    x[m:m + 4], y[m:m + 4] = np.array([1.5, -2.0, 0.75, 3.0]).astype(dtype), np.array(
+        [0.5, -1.5, 0.25, 2.0]).astype(dtype)
+    g[::31] = np.array(np.nan, dtype)
+    return g, x, y
+
+
+def _expected(g, x, y, beta, scale, dtype):
+    """The kernel's float32 formula, rounded once to `dtype`."""
+    beta = np.float32(beta)
+    with np.errstate(all="ignore"):
+        d = x.astype(np.float32) - y.astype(np.float32)
+        sign = np.where(d > 0, np.float32(1), np.where(d < 0, np.float32(-1), d))
+        slope = np.where(np.abs(d) < beta, d / beta, sign).astype(np.float32)
+        if g is not None:
+            slope = g.astype(np.float32) * slope
+        return (slope * np.float32(scale)).astype(dtype)
+
+
+def _run(g, x, y, beta, scale, streaming, kernel=None):
+    kernel = kernel or smooth_l1_rows.smooth_l1_flat
+    view = VIEW_DTYPE[DTYPES[x.dtype.type]]
+    out = R.aligned_zeros(x.size, view)
+    kernel(None if g is None else g.view(view), x.view(view), y.view(view), out,
+           np.float32(beta), np.float32(scale), streaming)
+    return out.view(x.dtype)
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+@pytest.mark.parametrize("beta", BETAS)
+@pytest.mark.parametrize("dtype", list(DTYPES))
+def test_results_are_the_float32_formula_rounded_once(dtype, beta, streaming):
+    g, x, y = _inputs(dtype, 2 * smooth_l1_rows.BLOCK + 45)  # two blocks and a tail
+    got = _run(g, x, y, beta, 0.75, streaming)
+    assert np.array_equal(R.bits(got), R.bits(_expected(g, x, y, beta, 0.75, dtype)))
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+@pytest.mark.parametrize("dtype", list(DTYPES))
+def test_scalar_gradient_folded_into_the_scale(dtype, streaming):
+    _, x, y = _inputs(dtype, 1000, seed=1)
+    got = _run(None, x, y, 1.0, -3e-3, streaming)
+    assert np.array_equal(R.bits(got), R.bits(_expected(None, x, y, 1.0, -3e-3, dtype)))
+
+
+@pytest.mark.parametrize("n", [1, 15, 16, 17, 4095, 4097])
+def test_every_length_around_a_vector_and_a_block(n):
+    g, x, y = _inputs(np.float16, n + 200, seed=2)
+    g, x, y = g[-n:].copy(), x[-n:].copy(), y[-n:].copy()
+    got = _run(g, x, y, 0.5, 1.0, True)
+    assert np.array_equal(R.bits(got), R.bits(_expected(g, x, y, 0.5, 1.0, np.float16)))
+
+
+def test_integer_rounding_variant_gives_the_same_bits(monkeypatch):
+    """Compiled without vcvtneps2bf16 (bfloat16 rounded by integer arithmetic): the same
+    bits, subnormal and overflowing products included."""
+    monkeypatch.setattr(lanes, "BF16_CONVERT", False)
+    options = {k: v for k, v in smooth_l1_rows.smooth_l1_flat.targetoptions.items()
+               if k not in ("cache", "nopython")}
+    kernel = njit(**options)(smooth_l1_rows.smooth_l1_flat.py_func)
+    g, x, y = _inputs(ml_dtypes.bfloat16, 3000, seed=3)
+    for g_value in (1.0, 1e-38, 3e38):
+        g[:] = np.array(g_value, ml_dtypes.bfloat16)
+        ours, plain = _run(g, x, y, 1.0, 1.0, True, kernel), _run(g, x, y, 1.0, 1.0, True)
+        assert np.array_equal(R.bits(ours), R.bits(plain)), g_value
+
+
+def test_streaming_only_for_large_aligned_outputs():
+    size = pointwise.STREAM_BYTES // 4
+    large = R.aligned_zeros(size + 16, np.float32)
+    assert pointwise._streams(large[:size])
+    assert not pointwise._streams(large[1:size + 1])  # not on a cache line
+    assert not pointwise._streams(large[:size - 16])  # small enough to stay in the caches
