@@ -56,8 +56,9 @@ def measure_throughput(case: Case, cfg: Config) -> Row:
     """Median time of ours and torch (alternating, after warm-up) on the case's setup.
 
     Also timed in the same alternation, so that the machine's drift cancels out of the
-    ratios: for a torch/ours target, a triad probe that moves the case's bytes (the floor
-    that bounds the reachable ratio, see `note_bandwidth_ceilings`); for a target relative
+    ratios: for a torch/ours target, triad probes that move the case's bytes, one with
+    plain stores (the "x triad" yardstick) and one with streaming stores (the floor that
+    bounds the reachable ratio, see `note_bandwidth_ceilings`); for a target relative
     to another case (`vs_case`), that case's call (`extra["reference_ms"]`)."""
     dev = Device()
     try:
@@ -67,7 +68,8 @@ def measure_throughput(case: Case, cfg: Config) -> Row:
             timed["torch"] = s.torch
         target = case.target
         if s.torch is not None and s.bytes_moved and target and target.torch_factor:
-            timed["floor"] = probe.triad_setup(s.bytes_moved // 16).ours  # 16 bytes/element
+            for key, streamed in (("triad", False), ("floor", True)):  # 16 B/element
+                timed[key] = probe.triad_setup(s.bytes_moved // 16, streamed=streamed).ours
         if target and target.needs:
             reference = next(c for c in CASES if c.name == target.needs[0]).setup(cfg, dev)
             timed["reference"] = reference.ours
@@ -76,7 +78,7 @@ def measure_throughput(case: Case, cfg: Config) -> Row:
     finally:
         dev.release()
     row = Row(case.name, times["ours"], times.get("torch"), s.bytes_moved, s.elements)
-    for key in ("floor", "reference"):
+    for key in ("triad", "floor", "reference"):
         if key in times:
             row.extra[f"{key}_ms"] = times[key] * 1e3
     if "reference" in times:
@@ -278,6 +280,8 @@ def _probe(fn):
 PROBES = [
     Case("probe: numba copy f32", _probe(probe.copy_setup), None),
     Case("probe: numba triad f32", _probe(probe.triad_setup), None),
+    Case("probe: numba triad f32 streamed",
+         lambda cfg, dev: probe.triad_setup(cfg.n, streamed=True), None),
 ]
 TRIAD = PROBES[1].name
 CONTIGUOUS = "smooth_l1 f32 none"
@@ -320,9 +324,10 @@ CASES = [
 
 def note_bandwidth_ceilings(rows: list[Row], cases: list[Case]) -> None:
     """Note on each failed case with a torch/ours target the most that ratio can be in this
-    run: torch's time over the floor (a triad probe moving the case's bytes, timed
-    alternately with ours and torch; no kernel of ours is expected to move its bytes
-    faster). Where that bound is below the target, the target is out of reach here."""
+    run: torch's time over the floor (a triad probe moving the case's bytes with streaming
+    stores, timed alternately with ours and torch; no kernel of ours is expected to move
+    its bytes faster). Where that bound is below the target, the target is out of reach
+    here."""
     by_name = {r.case: r for r in rows}
     for case in cases:
         row, factor = by_name.get(case.name), case.target and case.target.torch_factor
@@ -333,7 +338,8 @@ def note_bandwidth_ceilings(rows: list[Row], cases: list[Case]) -> None:
         if row.verdict != "FAIL" and ceiling >= factor:
             continue
         verdict = "out of reach here" if ceiling < factor else "reachable in principle"
-        note = (f"{verdict}: a triad probe moving the same {row.bytes_moved / 1e6:.0f} MB "
+        note = (f"{verdict}: a streamed triad probe moving the same "
+                f"{row.bytes_moved / 1e6:.0f} MB "
                 f"took {floor_ms:.2f} ms (alternating with ours and torch), torch "
                 f"{row.torch_s * 1e3:.2f} ms, so torch/ours <= {ceiling:.2f} (target "
                 f"{factor}); ours took {row.ours_s * 1e3:.2f} ms, "
