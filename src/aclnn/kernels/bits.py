@@ -316,3 +316,11 @@ def store_f32_row(buf, base, n, values):
         stream_f32x16(buf, base + 4 * head, values, head, vectors)
     for i in range(head + 16 * vectors, n):
         store_f32(buf, base + 4 * i, values[i])
+
+
+@njit(inline="always", error_model="numpy", fastmath={"contract"})
+def copy_bytes(dst, dst_at, src, src_at, count):
+    """dst[dst_at:][:count] = src[src_at:][:count] for uint8 arrays (the few bytes of a
+    row's last partial vector, to and from a kernel's pad)."""
+    for b in range(count):
+        dst[dst_at + b] = src[src_at + b]

@@ -33,7 +33,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from . import lanes
-from .bits import BF16, F16, F32, load_as_f32, store_fence, store_from_f32
+from .bits import BF16, F16, F32, copy_bytes, load_as_f32, store_fence, store_from_f32
 from .fastmath import gelu_erf_derivative, gelu_tanh_derivative
 from .lanes import (
     F32T,
@@ -275,13 +275,11 @@ def gelu_row(code, x, x_at, g, g_at, o, o_at, n, coefficients, root_hi, root_lo,
     done, rest = size * LANES * vectors, size * (n - LANES * vectors)
     if rest:
         pad[:] = 0
-        for b in range(rest):
-            pad[b] = x[x_at + done + b]
-            pad[_PAD_BYTES + b] = g[g_at + done + b]
+        copy_bytes(pad, 0, x, x_at + done, rest)
+        copy_bytes(pad, _PAD_BYTES, g, g_at + done, rest)
         _vectors(code, pad, 0, pad, _PAD_BYTES, pad, 2 * _PAD_BYTES, 1, coefficients,
                  root_hi, root_lo, use_tanh, flagged, False)
-        for b in range(rest):
-            o[o_at + done + b] = pad[2 * _PAD_BYTES + b]
+        copy_bytes(o, o_at + done, pad, 2 * _PAD_BYTES, rest)
 
 
 @njit(parallel=True, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})

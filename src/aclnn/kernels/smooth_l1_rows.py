@@ -22,7 +22,7 @@ from numba import njit, prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from .bits import BF16, F16, F32, store_fence
+from .bits import BF16, F16, F32, copy_bytes, store_fence
 from .lanes import (
     LANES,
     VF,
@@ -146,14 +146,12 @@ def smooth_l1_row(code, g, g_at, x, x_at, y, y_at, o, o_at, n, beta, scale, has_
     done, rest = size * LANES * vectors, size * (n - LANES * vectors)
     if rest:
         pad[:] = 0
-        for b in range(rest):
-            pad[b] = x[x_at + done + b]
-            pad[_PAD + b] = y[y_at + done + b]
-            pad[2 * _PAD + b] = g[g_at + done + b]
+        copy_bytes(pad, 0, x, x_at + done, rest)
+        copy_bytes(pad, _PAD, y, y_at + done, rest)
+        copy_bytes(pad, 2 * _PAD, g, g_at + done, rest)
         _vectors(code, pad, 2 * _PAD, pad, 0, pad, _PAD, pad, 3 * _PAD, 1, beta, scale,
                  has_grad, False)
-        for b in range(rest):
-            o[o_at + done + b] = pad[3 * _PAD + b]
+        copy_bytes(o, o_at + done, pad, 3 * _PAD, rest)
 
 
 @njit(parallel=True, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
