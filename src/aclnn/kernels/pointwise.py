@@ -55,7 +55,6 @@ STREAM_BYTES = 8 << 20  # outputs from this size are stored non-temporally (see 
 _INNER = 2 + MAX_RANK - 1  # meta column of the innermost byte stride
 
 
-
 @dataclass(frozen=True)
 class StridedOperand:
     """One operand: its allocation's bytes, element code, first-element byte offset, and

@@ -11,7 +11,7 @@ same order, of the tiled kernel in `pointwise`, so every layout gives the same b
 The kernel is bound by memory. A plain store first reads the line it writes; a
 non-temporal one does not, so for outputs too large to stay in the caches the vectors go
 to memory with streaming stores: about 20 % less time for a 3-read-1-write float32 loop
-over 16M elements on this project's machine (3.1-5.7 ms vs 3.8-6.9 ms).
+over 16M elements on this project's machine (3.2-5.7 ms vs 4.1-6.9 ms, three runs).
 """
 
 from __future__ import annotations
