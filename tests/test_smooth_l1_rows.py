@@ -5,7 +5,11 @@ order - d = x - y; d / beta inside |d| < beta, else sign(d) (keeping a zero's si
 NaN); times g, times scale - then rounded once to the dtype. Streaming (non-temporal)
 stores, the padded tail, the folded scalar gradient and the integer rounding of bfloat16
 (a CPU without AVX512_BF16) all give those bits; the streaming policy takes only large,
-cache-line aligned outputs."""
+cache-line aligned outputs; and on x86 the compiled kernel really streams (`movnt`, which
+LLVM drops for float16 unless the vectors are paired) and fences (`sfence`)."""
+
+import platform
+import re
 
 import ml_dtypes
 import numpy as np
@@ -103,3 +107,15 @@ def test_streaming_only_for_large_aligned_outputs():
     assert pointwise._streams(large[:size])
     assert not pointwise._streams(large[1:size + 1])  # not on a cache line
     assert not pointwise._streams(large[:size - 16])  # small enough to stay in the caches
+
+
+@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"),
+                    reason="the instructions checked are x86's")
+@pytest.mark.parametrize("dtype", list(DTYPES))
+def test_compiled_kernel_streams_and_fences(dtype):
+    options = {k: v for k, v in smooth_l1_rows.smooth_l1_flat.targetoptions.items()
+               if k not in ("cache", "nopython")}
+    kernel = njit(**options)(smooth_l1_rows.smooth_l1_flat.py_func)  # inspectable: not cached
+    _run(*_inputs(dtype, 256), 1.0, 1.0, True, kernel)
+    asm = kernel.inspect_asm(kernel.signatures[0])
+    assert re.search(r"\tvmovnt", asm) and re.search(r"\tsfence", asm)

@@ -14,10 +14,16 @@ import numpy as np
 from llvmlite import ir
 from numba import njit, types
 from numba.core import cgutils
-from numba.extending import intrinsic
+from numba.extending import intrinsic, register_jitable
 
 F32, F16, BF16 = 0, 1, 2  # element codes the kernels dispatch on
 CACHE_LINE_BYTES = 64
+
+
+@register_jitable
+def element_bytes(code):
+    """Bytes per element of the given code (in Python and in compiled code)."""
+    return 4 if code == F32 else 2
 
 _I16, _I32, _F32T, _HALF = ir.IntType(16), ir.IntType(32), ir.FloatType(), ir.HalfType()
 _VEC16 = ir.VectorType(_F32T, 16)

@@ -33,7 +33,16 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from . import lanes
-from .bits import BF16, F16, F32, copy_bytes, load_as_f32, store_fence, store_from_f32
+from .bits import (
+    BF16,
+    F16,
+    F32,
+    copy_bytes,
+    element_bytes,
+    load_as_f32,
+    store_fence,
+    store_from_f32,
+)
 from .fastmath import gelu_erf_derivative, gelu_tanh_derivative
 from .lanes import (
     F32T,
@@ -46,7 +55,6 @@ from .lanes import (
     VMASK,
     as_i1,
     broadcast,
-    element_bytes,
     function,
     load_lanes,
     narrower,
@@ -247,7 +255,7 @@ def _vectors(code, x, x_at, g, g_at, o, o_at, vectors, coefficients, root_hi, ro
 def _formula_lanes(code, x, x_at, g, g_at, o, o_at, first, use_tanh):
     """The formula for the lanes of the vector from element `first` that are outside the
     segments (or NaN)."""
-    size = 4 if code == F32 else 2
+    size = element_bytes(code)
     for i in range(first, first + LANES):
         xi = load_as_f32(x, code, x_at + size * i)
         if not abs(xi) < _F_LIMIT:
@@ -271,7 +279,7 @@ def gelu_row(code, x, x_at, g, g_at, o, o_at, n, coefficients, root_hi, root_lo,
     vectors = n // LANES
     _vectors(code, x, x_at, g, g_at, o, o_at, vectors, coefficients, root_hi, root_lo,
              use_tanh, flagged, streaming)
-    size = 4 if code == F32 else 2
+    size = element_bytes(code)
     done, rest = size * LANES * vectors, size * (n - LANES * vectors)
     if rest:
         pad[:] = 0

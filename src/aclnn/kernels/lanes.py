@@ -17,7 +17,7 @@ from numba.core import cgutils, config
 from numba.core.codegen import get_host_cpu_features
 from numba.extending import intrinsic
 
-from .bits import BF16, F16, F32, ir_rounded_bits
+from .bits import BF16, F16, F32, element_bytes, ir_rounded_bits
 
 LANES = 16
 I16, I32, I64, F32T = ir.IntType(16), ir.IntType(32), ir.IntType(64), ir.FloatType()
@@ -59,11 +59,6 @@ def as_i1(builder, flag):
     if flag.type == ir.IntType(1):
         return flag
     return builder.icmp_unsigned("!=", flag, ir.Constant(flag.type, 0))
-
-
-def element_bytes(code: int) -> int:
-    """Bytes per element of the given code."""
-    return 4 if code == F32 else 2
 
 
 def load_lanes(builder, code: int, pointer):
@@ -126,6 +121,11 @@ def narrower(builder, code: int):
     return lambda value: value
 
 
+def _nontemporal(builder, store_instruction) -> None:
+    """Mark a store non-temporal (`movnt`: the line is not read before it is written)."""
+    store_instruction.set_metadata("nontemporal", builder.module.add_metadata([I32(1)]))
+
+
 def store(builder, code: int, elements, pointer, streaming=None) -> None:
     """Store 16 elements of the given code (from `narrower`) at the byte `pointer`. Where
     the i1 `streaming` is true, with a non-temporal store, which needs `pointer` aligned to
@@ -138,8 +138,8 @@ def store(builder, code: int, elements, pointer, streaming=None) -> None:
         return
     with builder.if_else(streaming) as (streamed, plain):
         with streamed:
-            line = builder.store(elements, target, align=LANES * element_bytes(code))
-            line.set_metadata("nontemporal", builder.module.add_metadata([I32(1)]))
+            _nontemporal(builder, builder.store(elements, target,
+                                                align=LANES * element_bytes(code)))
         with plain:
             builder.store(elements, target, align=element_bytes(code))
 
@@ -161,8 +161,7 @@ def store_pair(builder, first, second, pointer, streaming, zero) -> None:
     target = builder.bitcast(pointer, line.type.as_pointer())
     with builder.if_else(streaming) as (streamed, plain):
         with streamed:
-            stored = builder.store(line, target, align=2 * LANES * 2)
-            stored.set_metadata("nontemporal", builder.module.add_metadata([I32(1)]))
+            _nontemporal(builder, builder.store(line, target, align=2 * LANES * 2))
         with plain:
             builder.store(line, target, align=2)
 

@@ -32,6 +32,7 @@ from .bits import (
     CACHE_LINE_BYTES,
     F16,
     F32,
+    element_bytes,
     load_as_f32,
     load_span,
     store_fence,
@@ -51,7 +52,7 @@ STAGED_COLS = 4096  # the widest tile when an operand is staged (see `_tile_shap
 STAGED_TILE = 128 * STAGED_COLS  # elements per such tile (2 MiB of float32 staged)
 BAND_TILES = 2  # column tiles per band of tall tiles (see `_tile_span`)
 RUNS = 64  # the tiled kernels' parallel work items
-STREAM_BYTES = 8 << 20  # outputs from this size are stored non-temporally (see `_streams`)
+STREAM_BYTES = 8 << 20  # outputs from this size are stored non-temporally (`_too_large_to_cache`)
 _INNER = 2 + MAX_RANK - 1  # meta column of the innermost byte stride
 
 
@@ -135,7 +136,7 @@ def _stage(buf, code, base, inner, mid, rows, n, work, area, pitch):
     as float32. Where the operand is contiguous along those rows, each BLOCK columns go as
     BLOCK x BLOCK blocks transposed in registers, down the tile's rows in groups of BLOCK;
     what the blocks leave (the last columns and rows) is read one element at a time."""
-    grouped = rows - rows % BLOCK if mid == (4 if code == F32 else 2) else 0
+    grouped = rows - rows % BLOCK if mid == element_bytes(code) else 0
     blocks = n // BLOCK
     for b in range(blocks if grouped else 0):
         for q in range(0, grouped, BLOCK):
@@ -293,12 +294,17 @@ def _gelu_backward(bufs, meta, shape, tile_rows, tile_cols, coefficients, root_h
             store_fence()
 
 
+def _too_large_to_cache(nbytes: int) -> bool:
+    """Whether an output of nbytes is stored non-temporally: it would not stay in the caches
+    for a reader anyway (the tiled kernels then stream the rows that start on a cache
+    line)."""
+    return nbytes >= STREAM_BYTES
+
+
 def _streams(out: np.ndarray) -> bool:
-    """Whether a flat kernel stores `out` non-temporally: when it is too large to stay in
-    the caches for a reader anyway (STREAM_BYTES) and aligned to a cache line, as the
-    streaming stores need. (The tiled kernels stream outputs of STREAM_BYTES, their rows
-    that start on a cache line.)"""
-    return out.nbytes >= STREAM_BYTES and out.ctypes.data % CACHE_LINE_BYTES == 0
+    """Whether a flat kernel stores `out` non-temporally: too large to cache and aligned to
+    a cache line, as the streaming stores need."""
+    return _too_large_to_cache(out.nbytes) and out.ctypes.data % CACHE_LINE_BYTES == 0
 
 
 def _flat_view(op: StridedOperand, stride: int, size: int) -> np.ndarray | None:
@@ -354,7 +360,7 @@ class PointwiseLaunch:
                             dtype=np.int64)
             out_bytes = math.prod(iter_shape) * VIEW_DTYPE[operands[-1].code].itemsize
             args = (tuple(op.buffer for op in operands), meta, np.array(iter_shape, np.int64),
-                    *_tile_shape(iter_shape, strides), *scalars, out_bytes >= STREAM_BYTES)
+                    *_tile_shape(iter_shape, strides), *scalars, _too_large_to_cache(out_bytes))
             self._run = lambda: chunked(*args)
 
     def __call__(self) -> None:

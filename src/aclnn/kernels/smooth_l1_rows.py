@@ -22,14 +22,13 @@ from numba import njit, prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from .bits import BF16, F16, F32, copy_bytes, store_fence
+from .bits import BF16, F16, F32, copy_bytes, element_bytes, store_fence
 from .lanes import (
     LANES,
     VF,
     VI,
     as_i1,
     broadcast,
-    element_bytes,
     load_lanes,
     narrower,
     splat,
@@ -142,7 +141,7 @@ def smooth_l1_row(code, g, g_at, x, x_at, y, y_at, o, o_at, n, beta, scale, has_
     vectors = n // LANES
     _vectors(code, g, g_at, x, x_at, y, y_at, o, o_at, vectors, beta, scale, has_grad,
              streaming)
-    size = 4 if code == F32 else 2
+    size = element_bytes(code)
     done, rest = size * LANES * vectors, size * (n - LANES * vectors)
     if rest:
         pad[:] = 0
