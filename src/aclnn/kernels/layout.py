@@ -3,7 +3,7 @@
 An operand is (shape, strides in bytes) over the iteration shape; broadcast dims have
 stride 0. `coalesce` orders the dims so the output's innermost stride comes last, merges
 dims that are contiguous for every operand at once, and pads to `MAX_RANK` dims, which is
-the fixed rank the tiled kernels iterate over.
+the fixed rank the tiled kernel iterates over.
 """
 
 from __future__ import annotations
