@@ -17,7 +17,6 @@ import json
 import numpy as np
 import numba
 import aclnn
-from aclnn import kernels
 from aclnn.kernels import bits, fastmath, gelu_segments, lanes, pointwise, pool
 from aclnn.kernels import smooth_l1_rows, typed
 
