@@ -122,6 +122,12 @@ _SHIFT = np.uint32(16)
 _QUIET_BIT = 1 << 22
 
 
+def mark_nontemporal(builder, store_instruction) -> None:
+    """Mark an LLVM store non-temporal (`movnt`: the line is not read before it is
+    written; weakly ordered until a `store_fence`)."""
+    store_instruction.set_metadata("nontemporal", builder.module.add_metadata([_i32(1)]))
+
+
 @intrinsic
 def stream_f32x16(typingctx, dst, dst_byte_index, src, src_index, vectors):
     """Copy 16 * `vectors` floats from the float32 array `src` (from `src_index`) to the
@@ -133,14 +139,13 @@ def stream_f32x16(typingctx, dst, dst_byte_index, src, src_index, vectors):
         s = context.make_array(signature.args[2])(context, builder, value=args[2]).data
         dst_base = builder.gep(d, [args[1]])
         src_base = builder.gep(s, [args[3]])
-        nontemporal = builder.module.add_metadata([_i32(1)])
         with cgutils.for_range(builder, args[4]) as loop:
             offset = builder.mul(loop.index, ir.Constant(loop.index.type, 16))
             value = builder.load(builder.bitcast(builder.gep(src_base, [offset]),
                                                  _VEC16.as_pointer()), align=4)
             target = builder.gep(builder.bitcast(dst_base, _F32T.as_pointer()), [offset])
-            store = builder.store(value, builder.bitcast(target, _VEC16.as_pointer()), align=64)
-            store.set_metadata("nontemporal", nontemporal)
+            mark_nontemporal(builder, builder.store(value, builder.bitcast(
+                target, _VEC16.as_pointer()), align=64))
         return context.get_dummy_value()
     return types.none(dst, types.intp, src, types.intp, types.intp), codegen
 

@@ -59,6 +59,7 @@ from .lanes import (
     load_lanes,
     narrower,
     splat,
+    split_row,
     store,
 )
 from .typed import element_code
@@ -276,11 +277,9 @@ def gelu_row(code, x, x_at, g, g_at, o, o_at, n, coefficients, root_hi, root_lo,
     element is computed by the same code. `streaming`: whole vectors are stored
     non-temporally (o_at aligned to a vector; a `store_fence` before the results are
     used)."""
-    vectors = n // LANES
+    vectors, done, rest = split_row(code, n)
     _vectors(code, x, x_at, g, g_at, o, o_at, vectors, coefficients, root_hi, root_lo,
              use_tanh, flagged, streaming)
-    size = element_bytes(code)
-    done, rest = size * LANES * vectors, size * (n - LANES * vectors)
     if rest:
         pad[:] = 0
         copy_bytes(pad, 0, x, x_at + done, rest)

@@ -17,7 +17,7 @@ from numba.core import cgutils, config
 from numba.core.codegen import get_host_cpu_features
 from numba.extending import intrinsic
 
-from .bits import BF16, F16, F32, element_bytes, ir_rounded_bits
+from .bits import BF16, F16, F32, element_bytes, ir_rounded_bits, mark_nontemporal
 
 LANES = 16
 I16, I32, I64, F32T = ir.IntType(16), ir.IntType(32), ir.IntType(64), ir.FloatType()
@@ -121,11 +121,6 @@ def narrower(builder, code: int):
     return lambda value: value
 
 
-def _nontemporal(builder, store_instruction) -> None:
-    """Mark a store non-temporal (`movnt`: the line is not read before it is written)."""
-    store_instruction.set_metadata("nontemporal", builder.module.add_metadata([I32(1)]))
-
-
 def store(builder, code: int, elements, pointer, streaming=None) -> None:
     """Store 16 elements of the given code (from `narrower`) at the byte `pointer`. Where
     the i1 `streaming` is true, with a non-temporal store, which needs `pointer` aligned to
@@ -138,7 +133,7 @@ def store(builder, code: int, elements, pointer, streaming=None) -> None:
         return
     with builder.if_else(streaming) as (streamed, plain):
         with streamed:
-            _nontemporal(builder, builder.store(elements, target,
+            mark_nontemporal(builder, builder.store(elements, target,
                                                 align=LANES * element_bytes(code)))
         with plain:
             builder.store(elements, target, align=element_bytes(code))
@@ -161,7 +156,7 @@ def store_pair(builder, first, second, pointer, streaming, zero) -> None:
     target = builder.bitcast(pointer, line.type.as_pointer())
     with builder.if_else(streaming) as (streamed, plain):
         with streamed:
-            _nontemporal(builder, builder.store(line, target, align=2 * LANES * 2))
+            mark_nontemporal(builder, builder.store(line, target, align=2 * LANES * 2))
         with plain:
             builder.store(line, target, align=2)
 
@@ -195,6 +190,15 @@ def _transpose_intrinsic(code: int):
 
 _TRANSPOSE_F32, _TRANSPOSE_F16, _TRANSPOSE_BF16 = (_transpose_intrinsic(code)
                                                    for code in (F32, F16, BF16))
+
+
+@njit(inline="always", error_model="numpy", fastmath={"contract"})
+def split_row(code, n):
+    """A row of n elements of the given code as (whole vectors of LANES, their bytes, the
+    bytes of the partial vector left after them)."""
+    vectors = n // LANES
+    size = element_bytes(code)
+    return vectors, size * LANES * vectors, size * (n - LANES * vectors)
 
 
 @njit(inline="always", error_model="numpy", fastmath={"contract"})

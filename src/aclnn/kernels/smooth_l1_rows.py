@@ -32,6 +32,7 @@ from .lanes import (
     load_lanes,
     narrower,
     splat,
+    split_row,
     store,
     store_pair,
 )
@@ -138,11 +139,9 @@ def smooth_l1_row(code, g, g_at, x, x_at, y, y_at, o, o_at, n, beta, scale, has_
     vectors are stored non-temporally (o_at aligned to 64 bytes; a `store_fence` before the
     results are used). The last partial vector goes through `pad` (PAD_BYTES of uint8), so
     every element is computed by the same code."""
-    vectors = n // LANES
+    vectors, done, rest = split_row(code, n)
     _vectors(code, g, g_at, x, x_at, y, y_at, o, o_at, vectors, beta, scale, has_grad,
              streaming)
-    size = element_bytes(code)
-    done, rest = size * LANES * vectors, size * (n - LANES * vectors)
     if rest:
         pad[:] = 0
         copy_bytes(pad, 0, x, x_at + done, rest)
