@@ -357,7 +357,7 @@ class PointwiseLaunch:
     When every operand has one dtype and the coalesced layout is a single contiguous run
     (the common case), `flat` runs a typed kernel that needs no staging buffers; otherwise
     the tiled kernel serves any strides, broadcasts and dtype mix; `params` are its row
-    function's (see `_tile_row`).
+    function's (see `_tile`).
     """
 
     def __init__(self, shape, operands: list[StridedOperand], params: tuple, flat=None):
