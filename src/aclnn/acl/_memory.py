@@ -49,7 +49,7 @@ class _Span:
     are typed writeable even for a read-only owner (one kernel signature serves every
     operand); the functional API writes only outputs it has checked are writeable."""
 
-    def __init__(self, owner: np.ndarray, addr: int, nbytes: int):
+    def __init__(self, owner: np.ndarray | None, addr: int, nbytes: int):
         self.owner = owner
         self.__array_interface__ = {"version": 3, "typestr": "|u1", "shape": (nbytes,),
                                     "data": (addr, False)}
@@ -71,6 +71,12 @@ def borrowed_region(array: np.ndarray) -> Region:
     keeping it alive."""
     low, nbytes = byte_span(array)
     return Region(np.asarray(_Span(array, low, nbytes)), borrowed=True)
+
+
+def raw_host_region(addr: int, nbytes: int) -> Region:
+    """A Region over `nbytes` of host memory at `addr` that no heap owns: a C program's own
+    memory (malloc, the stack, std::vector), which the program vouches for."""
+    return Region(np.asarray(_Span(None, addr, nbytes)), borrowed=True)
 
 
 def _aligned_buffer(size: int) -> np.ndarray:
@@ -161,6 +167,16 @@ class _Heap:
                 return None
             region = self._regions[self._starts[i]]
         return region if region.contains(addr, nbytes) else None
+
+    def overlaps(self, addr: int, nbytes: int) -> bool:
+        """Whether `[addr, addr + nbytes)` shares a byte with a live region (regions never
+        overlap, so only the last one starting before the range's end can)."""
+        with self._lock:
+            i = bisect.bisect_left(self._starts, addr + max(nbytes, 1)) - 1
+            if i < 0:
+                return False
+            region = self._regions[self._starts[i]]
+        return region.addr + region.size > addr
 
     def release_all(self) -> None:
         with self._lock:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from . import _codes as c
@@ -156,10 +158,8 @@ _MEMCPY_SIDES = {
 }
 
 
-def _region(ptr, nbytes: int, on_device: bool) -> Region | None:
-    if not _is_int(ptr):
-        return None
-    return device_heap.find(int(ptr), nbytes) if on_device else find_host(int(ptr), nbytes)
+HOST_HINT = ("; host addresses come from malloc_host or util.numpy_to_ptr and stay valid "
+             "while that array is alive")
 
 
 def memcpy(dst: int, dst_max: int, src: int, count: int, kind: int) -> int:
@@ -169,6 +169,14 @@ def memcpy(dst: int, dst_max: int, src: int, count: int, kind: int) -> int:
     >>> host = np.arange(16, dtype=np.float32)
     >>> ret = acl.rt.memcpy(ptr, 64, acl.util.numpy_to_ptr(host), 64, acl.ACL_MEMCPY_HOST_TO_DEVICE)
     """
+    return copy_memory(dst, dst_max, src, count, kind, find_host, HOST_HINT)
+
+
+def copy_memory(dst, dst_max, src, count, kind,
+                host_region: Callable[[int, int], Region | None], host_hint: str) -> int:
+    """`memcpy`, with `host_region(address, nbytes)` finding the host side of a copy (the
+    Python API: registered arrays and malloc_host; the C API: the C program's memory) and
+    `host_hint` saying, when it finds none, what a host address must be."""
     if not _is_int(kind) or kind not in _MEMCPY_SIDES:
         return _fail(c.ACL_ERROR_INVALID_PARAM, f"memcpy: kind must be 0..3, got {kind!r}")
     if not _is_int(count) or not _is_int(dst_max) or count < 0 or dst_max < 0:
@@ -177,20 +185,21 @@ def memcpy(dst: int, dst_max: int, src: int, count: int, kind: int) -> int:
                      f"got {count!r}, {dst_max!r}")
     if count > dst_max:
         return _fail(c.ACL_ERROR_INVALID_PARAM, f"memcpy: count {count} exceeds dst_max {dst_max}")
-    dst_on_device, src_on_device = _MEMCPY_SIDES[kind]
-    dst_region = _region(dst, count, dst_on_device)
-    src_region = _region(src, count, src_on_device)
-    for name, region, ptr, on_device in (("dst", dst_region, dst, dst_on_device),
-                                         ("src", src_region, src, src_on_device)):
+    regions = []
+    for name, ptr, on_device in (("dst", dst, _MEMCPY_SIDES[kind][0]),
+                                 ("src", src, _MEMCPY_SIDES[kind][1])):
+        region = None
+        if _is_int(ptr):
+            region = (device_heap.find(int(ptr), count) if on_device
+                      else host_region(int(ptr), count))
         if region is None:
-            side = "device" if on_device else "host"
-            hint = "" if on_device else (
-                "; host addresses come from malloc_host or util.numpy_to_ptr and stay valid "
-                "while that array is alive")
+            side, hint = ("device", "") if on_device else ("host", host_hint)
             return _fail(c.ACL_ERROR_INVALID_PARAM,
                          f"memcpy: {name} {ptr!r} + {count} bytes is not inside live {side} memory "
                          f"(kind {kind}){hint}")
+        regions.append(region)
     if count:
+        dst_region, src_region = regions
         np.copyto(dst_region.bytes_at(int(dst), count), src_region.bytes_at(int(src), count))
     return c.ACL_SUCCESS
 
@@ -205,7 +214,7 @@ def memset(ptr: int, max_count: int, value: int, count: int) -> int:
         return _fail(c.ACL_ERROR_INVALID_PARAM,
                      f"memset: need 0 <= count <= max_count and 0 <= value <= 255, "
                      f"got count={count!r} max_count={max_count!r} value={value!r}")
-    region = _region(ptr, count, True)
+    region = device_heap.find(int(ptr), count) if _is_int(ptr) else None
     if region is None:
         return _fail(c.ACL_ERROR_INVALID_PARAM,
                      f"memset: {ptr!r} + {count} bytes is not inside live device memory")

@@ -161,6 +161,8 @@ def execute(op: str, workspace, workspace_size, executor, stream) -> int:
         return status
     if plan.steps:
         queue.enqueue(_runner(op, plan))
+    if not executor.repeatable:
+        executor.plan = None  # spent: the plan lives on in the queue only, until it runs
     return ACLNN_SUCCESS
 
 

@@ -42,6 +42,7 @@ from .bits import (
 from .gelu_segments import LANES, gelu_flat, gelu_row, segments
 from .gelu_segments import PAD_BYTES as GELU_PAD
 from .lanes import transpose_x16
+from .launch import launch
 from .layout import MAX_RANK, coalesce
 from .smooth_l1_rows import PAD_BYTES as SMOOTH_L1_PAD
 from .smooth_l1_rows import smooth_l1_flat, smooth_l1_row
@@ -376,7 +377,7 @@ class PointwiseLaunch:
             self._run = lambda: _tiled_backward(*args)
 
     def __call__(self) -> None:
-        self._run()
+        launch(self._run)
 
 
 def smooth_l1_backward(shape, grad, x, target, out, beta: float, scale: float) -> PointwiseLaunch:

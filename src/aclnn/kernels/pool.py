@@ -29,6 +29,7 @@ from .bits import (
     store_fence,
     store_span,
 )
+from .launch import launch
 
 EXACT, ROUND_FP16, ROUND_HF32 = 0, 1, 2  # how the scaled gradient is rounded (cubeMathType)
 PLANE_CHUNKS = 64  # the planes are shared out in this many runs, each with its own buffers
@@ -176,4 +177,4 @@ class AvgPool2dBackwardLaunch:
             w_factor, residue_plan(k_w, s_w, p_w), override, rounding)
 
     def __call__(self) -> None:
-        _avg_pool2d_backward(*self._args)
+        launch(lambda: _avg_pool2d_backward(*self._args))

@@ -18,6 +18,7 @@ import numpy as np
 
 from .. import acl
 from ..acl._device import SOC_ENV, SOC_NAMES
+from ..capi import sdk
 from ..dtypes import dtype_name
 from ..framework.soc import PROFILES
 from ..samples import SAMPLES
@@ -207,10 +208,29 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
+# --- sdk ----------------------------------------------------------------------------------
+
+def cmd_sdk(args: argparse.Namespace) -> int:
+    """Build the C SDK if it is missing or stale; print its prefix, flags or environment."""
+    try:
+        prefix = sdk.ensure()
+    except sdk.SdkError as exc:
+        print(f"aclnn sdk: {exc}", file=sys.stderr)
+        return 2
+    if args.env:
+        print(sdk.environment(prefix), end="")
+    flags = (sdk.cflags(prefix) if args.cflags else []) + (sdk.libs(prefix) if args.libs else [])
+    if flags:
+        print(" ".join(flags))
+    if args.prefix or not (args.env or flags):
+        print(prefix)
+    return 0
+
+
 # --- the parser ---------------------------------------------------------------------------
 
 def build_parser() -> argparse.ArgumentParser:
-    """The `aclnn` argument parser with its four subcommands."""
+    """The `aclnn` argument parser with its subcommands."""
     parser = argparse.ArgumentParser(
         prog="aclnn", description="The CANN aclnn operators on any machine: run the seed "
         "samples, run case files against a float64 golden, compare dumps.")
@@ -253,6 +273,20 @@ def build_parser() -> argparse.ArgumentParser:
                           description="Print the SoC profiles, the operators and the dtypes "
                           "each SoC supports.")
     info.set_defaults(func=cmd_info)
+    c_sdk = sub.add_parser(
+        "sdk", help="the C SDK: headers and libraries for C/C++ programs",
+        description="Build the C SDK on first use (CANN-toolkit layout: include/, lib64/ with "
+        "libascendcl.so, libnnopbase.so, libopapi.so, ..., set_env.sh, aclnn.pc, a CMake "
+        f"package) in ${sdk.PREFIX_ENV} or the environment's share/aclnn-sdk, then print what "
+        "is asked: g++ sample.cpp $(aclnn sdk --cflags --libs)")
+    c_sdk.add_argument("--prefix", action="store_true", help="print the SDK's directory "
+                       "(the default)")
+    c_sdk.add_argument("--cflags", action="store_true", help="print the compiler flags")
+    c_sdk.add_argument("--libs", action="store_true", help="print the linker flags (with an "
+                       "rpath, so programs run without LD_LIBRARY_PATH)")
+    c_sdk.add_argument("--env", action="store_true", help="print the export lines of "
+                       "set_env.sh, for eval \"$(aclnn sdk --env)\"")
+    c_sdk.set_defaults(func=cmd_sdk)
     return parser
 
 

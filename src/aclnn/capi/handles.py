@@ -1,0 +1,76 @@
+"""C handles of Python objects: what an `aclTensor *`, `aclOpExecutor *` or `aclrtStream`
+holds on the C side.
+
+A handle is an opaque pointer value that is never dereferenced: `BASE + 16 * serial`,
+with serials never reused, so a destroyed handle can never come back naming a new
+object. A lookup gives the live object; for a handle retired lately (destroyed, or an
+executor that has run) the retired object itself, so the Python API answers with its own
+message ("was destroyed", "has already run"); for anything else a `ForeignHandle`, which
+every Python check rejects. Retired objects are kept in a bounded table, so a program
+that creates and destroys objects forever uses bounded memory.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections import OrderedDict
+
+BASE = 0x0AC1 << 40  # far from the heap and the stack: a junk pointer rarely lands here
+STEP = 16
+RETIRED_KEPT = 4096
+
+
+class ForeignHandle:
+    """A pointer a C caller passed that names no object of this library."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: int):
+        self.value = value
+
+    def __repr__(self) -> str:
+        return f"<{self.value:#x}: not a live handle of this library>"
+
+
+class HandleTable:
+    """Live objects by handle, and the objects retired lately."""
+
+    def __init__(self, retired_kept: int = RETIRED_KEPT) -> None:
+        self._serials = itertools.count(1)
+        self._live: dict[int, object] = {}
+        self._retired: OrderedDict[int, object] = OrderedDict()
+        self._retired_kept = retired_kept
+        self._lock = threading.Lock()
+
+    def add(self, obj: object) -> int:
+        """A new handle for `obj`."""
+        handle = BASE + STEP * next(self._serials)
+        self._live[handle] = obj
+        return handle
+
+    def lookup(self, handle: int):
+        """The object of `handle`: None for NULL, the live or lately retired object, or a
+        ForeignHandle."""
+        if handle == 0:
+            return None
+        found = self._live.get(handle)
+        if found is not None:
+            return found
+        with self._lock:
+            found = self._retired.get(handle)
+        return found if found is not None else ForeignHandle(handle)
+
+    def retire(self, handle: int) -> None:
+        """`handle` no longer names a live object (its object stays findable a while)."""
+        with self._lock:
+            obj = self._live.pop(handle, None)
+            if obj is None:
+                return
+            self._retired[handle] = obj
+            if len(self._retired) > self._retired_kept:
+                self._retired.popitem(last=False)
+
+    def live_count(self) -> int:
+        """How many handles are live."""
+        return len(self._live)

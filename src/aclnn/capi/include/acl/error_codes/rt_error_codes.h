@@ -1,0 +1,13 @@
+/*
+ * acl/error_codes/rt_error_codes.h - the runtime's own status codes.
+ */
+#ifndef ACLNN_SDK_ACL_RT_ERROR_CODES_H
+#define ACLNN_SDK_ACL_RT_ERROR_CODES_H
+
+#define ACL_RT_SUCCESS 0
+#define ACL_ERROR_RT_PARAM_INVALID 107000
+#define ACL_ERROR_RT_INVALID_DEVICEID 107001
+#define ACL_ERROR_RT_MEMORY_ALLOCATION 207001
+#define ACL_ERROR_RT_INTERNAL_ERROR 507000
+
+#endif /* ACLNN_SDK_ACL_RT_ERROR_CODES_H */

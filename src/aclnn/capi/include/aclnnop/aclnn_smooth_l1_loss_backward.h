@@ -1,0 +1,26 @@
+/*
+ * aclnnop/aclnn_smooth_l1_loss_backward.h - the gradient of SmoothL1Loss w.r.t. self.
+ */
+#ifndef ACLNN_SDK_ACLNNOP_SMOOTH_L1_LOSS_BACKWARD_H
+#define ACLNN_SDK_ACLNNOP_SMOOTH_L1_LOSS_BACKWARD_H
+
+#include "aclnn/aclnn_base.h"
+#include "aclnn_util.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Phase 1: check, plan, report the workspace; reduction 0 none, 1 mean, 2 sum; beta >= 0. */
+ACLNN_API aclnnStatus aclnnSmoothL1LossBackwardGetWorkspaceSize(
+    const aclTensor *gradOut, const aclTensor *self, const aclTensor *target, int64_t reduction,
+    float beta, aclTensor *gradInput, uint64_t *workspaceSize, aclOpExecutor **executor);
+/* Phase 2: enqueue the plan on stream (NULL: the default stream). */
+ACLNN_API aclnnStatus aclnnSmoothL1LossBackward(void *workspace, uint64_t workspaceSize,
+                                                aclOpExecutor *executor, aclrtStream stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ACLNN_SDK_ACLNNOP_SMOOTH_L1_LOSS_BACKWARD_H */

@@ -1,0 +1,465 @@
+/*
+ * The exported C API of aclnn. Every function first makes sure the embedded Python
+ * runtime is up (cffi starts it on the first call, in whichever thread makes it), then
+ * hands its arguments to the aclnn Python package (bridge.h), which does the work with
+ * the same objects as the Python API: one runtime per process, shared by C and Python.
+ *
+ * If the runtime cannot start (no usable Python, a broken environment), cffi prints
+ * the Python error on stderr and every call fails: aclError functions return
+ * ACL_ERROR_FAILURE, aclnnStatus functions ACLNN_ERR_INNER, constructors NULL.
+ *
+ * Including the public headers here makes the compiler check every prototype they
+ * declare against its definition.
+ */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "acl/acl.h"
+#include "aclnn/opdev/op_errno.h"
+#include "aclnnop/aclnn_avgpool2d_backward.h"
+#include "aclnnop/aclnn_gelu_backward_v2.h"
+#include "aclnnop/aclnn_l1_loss_backward.h"
+#include "aclnnop/aclnn_smooth_l1_loss_backward.h"
+
+#define ACLNN_PY static
+#include "bridge.h"
+
+#define HANDLE(pointer) ((uint64_t)(uintptr_t)(pointer))
+#define POINTER(type, handle) ((type)(uintptr_t)(handle))
+/* Where a caller's out-parameter is NULL the Python side sees NULL, else a local. */
+#define OUT(pointer, local) ((pointer) != NULL ? &(local) : NULL)
+#define MAX_DIMS 64 /* the highest rank aclCreateTensor accepts */
+
+/* A host that dlopen()s this library RTLD_LOCAL hides libpython's symbols from the
+ * extension modules Python loads later (NumPy, Numba): make them global. */
+__attribute__((constructor)) static void aclnn_promote_libpython(void)
+{
+    dlopen(ACLNN_LIBPYTHON, RTLD_NOW | RTLD_GLOBAL | RTLD_NOLOAD);
+}
+
+static const char START_FAILED[] =
+    "aclnn: the Python runtime behind the C API failed to start (its error is on stderr)";
+
+/* 1 once the Python runtime runs; 0 if it failed to start (said once on stderr). */
+static int aclnn_started(void)
+{
+    static int reported = 0;
+    if (cffi_start_python() == 0) {
+        return 1;
+    }
+    if (!__atomic_exchange_n(&reported, 1, __ATOMIC_RELAXED)) {
+        fprintf(stderr, "%s; every aclnn call fails.\n", START_FAILED);
+    }
+    return 0;
+}
+
+#define START_OR_RETURN(failure) \
+    do {                         \
+        if (!aclnn_started()) {  \
+            return (failure);    \
+        }                        \
+    } while (0)
+
+/* Whether [address, address + size) is mapped memory of this process, so that a junk
+ * host pointer given to aclrtMemcpy fails with a status instead of crashing. */
+int aclnn_host_mapped(uint64_t address, uint64_t size)
+{
+    unsigned char resident[256];
+    const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    uint64_t start = address & ~(page - 1);
+    const uint64_t end = address + size;
+    if (address == 0 || end < address) {
+        return 0;
+    }
+    while (start < end) {
+        uint64_t length = end - start;
+        if (length > sizeof resident * page) {
+            length = sizeof resident * page;
+        }
+        if (mincore(POINTER(void *, start), (size_t)length, resident) != 0) {
+            return 0;
+        }
+        start += length;
+    }
+    return 1;
+}
+
+/* ---- runtime (acl/acl_rt.h) ---------------------------------------------------------- */
+
+aclError aclInit(const char *configPath)
+{
+    START_OR_RETURN(ACL_ERROR_FAILURE);
+    return aclnn_py_init(configPath);
+}
+
+aclError aclFinalize(void)
+{
+    START_OR_RETURN(ACL_ERROR_FAILURE);
+    return aclnn_py_finalize();
+}
+
+const char *aclGetRecentErrMsg(void)
+{
+    START_OR_RETURN(START_FAILED);
+    return aclnn_py_recent_err_msg();
+}
+
+aclError aclrtSetDevice(int32_t deviceId)
+{
+    START_OR_RETURN(ACL_ERROR_FAILURE);
+    return aclnn_py_set_device(deviceId);
+}
+
+aclError aclrtResetDevice(int32_t deviceId)
+{
+    START_OR_RETURN(ACL_ERROR_FAILURE);
+    return aclnn_py_reset_device(deviceId);
+}
+
+aclError aclrtGetDevice(int32_t *deviceId)
+{
+    START_OR_RETURN(ACL_ERROR_FAILURE);
+    return aclnn_py_get_device(deviceId);
+}
+
+aclError aclrtGetDeviceCount(uint32_t *count)
+{
+    START_OR_RETURN(ACL_ERROR_FAILURE);
+    return aclnn_py_get_device_count(count);
+}
+
+aclError aclrtSynchronizeDevice(void)
+{
+    START_OR_RETURN(ACL_ERROR_FAILURE);
+    return aclnn_py_synchronize_device();
+}
+
+const char *aclrtGetSocName(void)
+{
+    START_OR_RETURN(NULL);
+    return aclnn_py_soc_name();
+}
+
+aclError aclrtCreateStream(aclrtStream *stream)
+{
+    uint64_t handle = 0;
+    aclError status;
+    START_OR_RETURN(ACL_ERROR_FAILURE);
+    status = aclnn_py_create_stream(OUT(stream, handle));
+    if (status == ACL_SUCCESS) {
+        *stream = POINTER(aclrtStream, handle);
+    }
+    return status;
+}
+
+aclError aclrtDestroyStream(aclrtStream stream)
+{
+    START_OR_RETURN(ACL_ERROR_FAILURE);
+    return aclnn_py_destroy_stream(HANDLE(stream));
+}
+
+aclError aclrtSynchronizeStream(aclrtStream stream)
+{
+    START_OR_RETURN(ACL_ERROR_FAILURE);
+    return aclnn_py_synchronize_stream(HANDLE(stream));
+}
+
+aclError aclrtMalloc(void **devPtr, size_t size, aclrtMemMallocPolicy policy)
+{
+    uint64_t address = 0;
+    aclError status;
+    START_OR_RETURN(ACL_ERROR_FAILURE);
+    status = aclnn_py_malloc(OUT(devPtr, address), size, (int32_t)policy);
+    if (status == ACL_SUCCESS) {
+        *devPtr = POINTER(void *, address);
+    }
+    return status;
+}
+
+aclError aclrtFree(void *devPtr)
+{
+    START_OR_RETURN(ACL_ERROR_FAILURE);
+    return aclnn_py_free(HANDLE(devPtr));
+}
+
+aclError aclrtMallocHost(void **hostPtr, size_t size)
+{
+    uint64_t address = 0;
+    aclError status;
+    START_OR_RETURN(ACL_ERROR_FAILURE);
+    status = aclnn_py_malloc_host(OUT(hostPtr, address), size);
+    if (status == ACL_SUCCESS) {
+        *hostPtr = POINTER(void *, address);
+    }
+    return status;
+}
+
+aclError aclrtFreeHost(void *hostPtr)
+{
+    START_OR_RETURN(ACL_ERROR_FAILURE);
+    return aclnn_py_free_host(HANDLE(hostPtr));
+}
+
+aclError aclrtMemcpy(void *dst, size_t destMax, const void *src, size_t count, aclrtMemcpyKind kind)
+{
+    START_OR_RETURN(ACL_ERROR_FAILURE);
+    return aclnn_py_memcpy(HANDLE(dst), destMax, HANDLE(src), count, (int32_t)kind);
+}
+
+aclError aclrtMemset(void *devPtr, size_t maxCount, int32_t value, size_t count)
+{
+    START_OR_RETURN(ACL_ERROR_FAILURE);
+    return aclnn_py_memset(HANDLE(devPtr), maxCount, value, count);
+}
+
+/* ---- objects (aclnn/acl_meta.h, aclnn/aclnn_base.h) ----------------------------------- */
+
+aclnnStatus aclnnInit(const char *configPath)
+{
+    (void)configPath;
+    START_OR_RETURN(ACLNN_ERR_INNER);
+    return ACLNN_SUCCESS;
+}
+
+aclnnStatus aclnnFinalize(void)
+{
+    START_OR_RETURN(ACLNN_ERR_INNER);
+    return ACLNN_SUCCESS;
+}
+
+aclTensor *aclCreateTensor(const int64_t *viewDims, uint64_t viewDimsNum, aclDataType dataType,
+                           const int64_t *stride, int64_t offset, aclFormat format,
+                           const int64_t *storageDims, uint64_t storageDimsNum, void *tensorData)
+{
+    START_OR_RETURN(NULL);
+    return POINTER(aclTensor *, aclnn_py_create_tensor(viewDims, viewDimsNum, (int32_t)dataType,
+                                                       stride, offset, (int32_t)format, storageDims,
+                                                       storageDimsNum, HANDLE(tensorData)));
+}
+
+aclScalar *aclCreateScalar(void *value, aclDataType dataType)
+{
+    START_OR_RETURN(NULL);
+    return POINTER(aclScalar *, aclnn_py_create_scalar(value, (int32_t)dataType));
+}
+
+aclIntArray *aclCreateIntArray(const int64_t *value, uint64_t size)
+{
+    START_OR_RETURN(NULL);
+    return POINTER(aclIntArray *, aclnn_py_create_int_array(value, size));
+}
+
+aclnnStatus aclDestroyTensor(const aclTensor *tensor)
+{
+    START_OR_RETURN(ACLNN_ERR_INNER);
+    return aclnn_py_destroy(HANDLE(tensor), ACLNN_TENSOR);
+}
+
+aclnnStatus aclDestroyScalar(const aclScalar *scalar)
+{
+    START_OR_RETURN(ACLNN_ERR_INNER);
+    return aclnn_py_destroy(HANDLE(scalar), ACLNN_SCALAR);
+}
+
+aclnnStatus aclDestroyIntArray(const aclIntArray *array)
+{
+    START_OR_RETURN(ACLNN_ERR_INNER);
+    return aclnn_py_destroy(HANDLE(array), ACLNN_INT_ARRAY);
+}
+
+aclnnStatus aclDestroyAclOpExecutor(aclOpExecutor *executor)
+{
+    START_OR_RETURN(ACLNN_ERR_INNER);
+    return aclnn_py_destroy(HANDLE(executor), ACLNN_EXECUTOR);
+}
+
+aclnnStatus aclSetAclOpExecutorRepeatable(aclOpExecutor *executor)
+{
+    START_OR_RETURN(ACLNN_ERR_INNER);
+    return aclnn_py_set_repeatable(HANDLE(executor));
+}
+
+/* C++ callers release the getters' arrays with delete[] (CANN's rule), so in a C++
+ * program they come from operator new[]; C programs get malloc() memory for free(). */
+extern void *_ZnamRKSt9nothrow_t(size_t size, const void *tag) __attribute__((weak));
+extern const char _ZSt7nothrow __attribute__((weak));
+
+static int64_t *aclnn_new_dims(uint64_t count)
+{
+    const size_t size = (size_t)count * sizeof(int64_t);
+    if (_ZnamRKSt9nothrow_t != NULL && &_ZSt7nothrow != NULL) {
+        return (int64_t *)_ZnamRKSt9nothrow_t(size, &_ZSt7nothrow);
+    }
+    return (int64_t *)malloc(size > 0 ? size : 1);
+}
+
+static aclnnStatus aclnn_get_dims(const aclTensor *tensor, int32_t which, int64_t **dims,
+                                  uint64_t *rank)
+{
+    int64_t buffer[MAX_DIMS];
+    uint64_t count = 0;
+    int64_t *array;
+    aclnnStatus status;
+    START_OR_RETURN(ACLNN_ERR_INNER);
+    status = aclnn_py_tensor_dims(HANDLE(tensor), which, dims != NULL ? buffer : NULL, MAX_DIMS,
+                                  OUT(rank, count));
+    if (status != ACLNN_SUCCESS) {
+        return status;
+    }
+    array = aclnn_new_dims(count);
+    if (array == NULL) {
+        return aclnn_py_fail(ACLNN_ERR_INNER_NULLPTR, "aclnn: cannot allocate the dims array");
+    }
+    memcpy(array, buffer, (size_t)count * sizeof(int64_t));
+    *dims = array;
+    *rank = count;
+    return ACLNN_SUCCESS;
+}
+
+aclnnStatus aclGetViewShape(const aclTensor *tensor, int64_t **viewDims, uint64_t *viewDimsNum)
+{
+    return aclnn_get_dims(tensor, ACLNN_VIEW_SHAPE, viewDims, viewDimsNum);
+}
+
+aclnnStatus aclGetStorageShape(const aclTensor *tensor, int64_t **storageDims,
+                               uint64_t *storageDimsNum)
+{
+    return aclnn_get_dims(tensor, ACLNN_STORAGE_SHAPE, storageDims, storageDimsNum);
+}
+
+aclnnStatus aclGetViewStrides(const aclTensor *tensor, int64_t **stridesValue, uint64_t *stridesNum)
+{
+    return aclnn_get_dims(tensor, ACLNN_VIEW_STRIDES, stridesValue, stridesNum);
+}
+
+aclnnStatus aclGetViewOffset(const aclTensor *tensor, int64_t *offset)
+{
+    START_OR_RETURN(ACLNN_ERR_INNER);
+    return aclnn_py_tensor_attribute(HANDLE(tensor), ACLNN_VIEW_OFFSET, offset);
+}
+
+aclnnStatus aclGetFormat(const aclTensor *tensor, aclFormat *format)
+{
+    int64_t value = 0;
+    aclnnStatus status;
+    START_OR_RETURN(ACLNN_ERR_INNER);
+    status = aclnn_py_tensor_attribute(HANDLE(tensor), ACLNN_FORMAT, OUT(format, value));
+    if (status == ACLNN_SUCCESS) {
+        *format = (aclFormat)value;
+    }
+    return status;
+}
+
+aclnnStatus aclGetDataType(const aclTensor *tensor, aclDataType *dataType)
+{
+    int64_t value = 0;
+    aclnnStatus status;
+    START_OR_RETURN(ACLNN_ERR_INNER);
+    status = aclnn_py_tensor_attribute(HANDLE(tensor), ACLNN_DATA_TYPE, OUT(dataType, value));
+    if (status == ACLNN_SUCCESS) {
+        *dataType = (aclDataType)value;
+    }
+    return status;
+}
+
+/* ---- operators (aclnnop/aclnn_*.h) ------------------------------------------------------ */
+
+/* Phase 1's status; on success the executor, whose handle phase 1 wrote to `handle`. */
+static aclnnStatus aclnn_planned(aclnnStatus status, uint64_t handle, aclOpExecutor **executor)
+{
+    if (status == ACLNN_SUCCESS) {
+        *executor = POINTER(aclOpExecutor *, handle);
+    }
+    return status;
+}
+
+aclnnStatus aclnnSmoothL1LossBackwardGetWorkspaceSize(const aclTensor *gradOut,
+                                                      const aclTensor *self,
+                                                      const aclTensor *target, int64_t reduction,
+                                                      float beta, aclTensor *gradInput,
+                                                      uint64_t *workspaceSize,
+                                                      aclOpExecutor **executor)
+{
+    uint64_t handle = 0;
+    aclnnStatus status;
+    START_OR_RETURN(ACLNN_ERR_INNER);
+    status = aclnn_py_smooth_l1_loss_backward(HANDLE(gradOut), HANDLE(self), HANDLE(target),
+                                              reduction, beta, HANDLE(gradInput), workspaceSize,
+                                              OUT(executor, handle));
+    return aclnn_planned(status, handle, executor);
+}
+
+aclnnStatus aclnnL1LossBackwardGetWorkspaceSize(const aclTensor *gradOutput, const aclTensor *self,
+                                                const aclTensor *target, int64_t reduction,
+                                                aclTensor *gradInput, uint64_t *workspaceSize,
+                                                aclOpExecutor **executor)
+{
+    uint64_t handle = 0;
+    aclnnStatus status;
+    START_OR_RETURN(ACLNN_ERR_INNER);
+    status = aclnn_py_l1_loss_backward(HANDLE(gradOutput), HANDLE(self), HANDLE(target), reduction,
+                                       HANDLE(gradInput), workspaceSize, OUT(executor, handle));
+    return aclnn_planned(status, handle, executor);
+}
+
+aclnnStatus aclnnGeluBackwardV2GetWorkspaceSize(const aclTensor *gradOutput, const aclTensor *self,
+                                                char *approximate, aclTensor *gradInput,
+                                                uint64_t *workspaceSize, aclOpExecutor **executor)
+{
+    uint64_t handle = 0;
+    aclnnStatus status;
+    START_OR_RETURN(ACLNN_ERR_INNER);
+    status = aclnn_py_gelu_backward_v2(HANDLE(gradOutput), HANDLE(self), approximate,
+                                       HANDLE(gradInput), workspaceSize, OUT(executor, handle));
+    return aclnn_planned(status, handle, executor);
+}
+
+aclnnStatus aclnnAvgPool2dBackwardGetWorkspaceSize(
+    const aclTensor *gradOutput, const aclTensor *self, const aclIntArray *kernelSize,
+    const aclIntArray *stride, const aclIntArray *padding, bool ceilMode, bool countIncludePad,
+    int64_t divisorOverride, int8_t cubeMathType, aclTensor *gradInput, uint64_t *workspaceSize,
+    aclOpExecutor **executor)
+{
+    uint64_t handle = 0;
+    aclnnStatus status;
+    START_OR_RETURN(ACLNN_ERR_INNER);
+    status = aclnn_py_avg_pool2d_backward(HANDLE(gradOutput), HANDLE(self), HANDLE(kernelSize),
+                                          HANDLE(stride), HANDLE(padding), ceilMode,
+                                          countIncludePad, divisorOverride, cubeMathType,
+                                          HANDLE(gradInput), workspaceSize, OUT(executor, handle));
+    return aclnn_planned(status, handle, executor);
+}
+
+static aclnnStatus aclnn_execute(int32_t op, void *workspace, uint64_t workspaceSize,
+                                 aclOpExecutor *executor, aclrtStream stream)
+{
+    START_OR_RETURN(ACLNN_ERR_INNER);
+    return aclnn_py_execute(op, HANDLE(workspace), workspaceSize, HANDLE(executor), HANDLE(stream));
+}
+
+aclnnStatus aclnnSmoothL1LossBackward(void *workspace, uint64_t workspaceSize,
+                                      aclOpExecutor *executor, aclrtStream stream)
+{
+    return aclnn_execute(ACLNN_OP_SMOOTH_L1_LOSS_BACKWARD, workspace, workspaceSize, executor, stream);
+}
+
+aclnnStatus aclnnL1LossBackward(void *workspace, uint64_t workspaceSize, aclOpExecutor *executor,
+                                aclrtStream stream)
+{
+    return aclnn_execute(ACLNN_OP_L1_LOSS_BACKWARD, workspace, workspaceSize, executor, stream);
+}
+
+aclnnStatus aclnnGeluBackwardV2(void *workspace, uint64_t workspaceSize, aclOpExecutor *executor,
+                                const aclrtStream stream)
+{
+    return aclnn_execute(ACLNN_OP_GELU_BACKWARD_V2, workspace, workspaceSize, executor, stream);
+}
+
+aclnnStatus aclnnAvgPool2dBackward(void *workspace, uint64_t workspaceSize, aclOpExecutor *executor,
+                                   aclrtStream stream)
+{
+    return aclnn_execute(ACLNN_OP_AVG_POOL2D_BACKWARD, workspace, workspaceSize, executor, stream);
+}

@@ -1,0 +1,11 @@
+# find_package(aclnn <version>): this SDK is version @VERSION@ and satisfies any request
+# up to it.
+set(PACKAGE_VERSION "@VERSION@")
+if(PACKAGE_FIND_VERSION VERSION_GREATER PACKAGE_VERSION)
+  set(PACKAGE_VERSION_COMPATIBLE FALSE)
+else()
+  set(PACKAGE_VERSION_COMPATIBLE TRUE)
+  if(PACKAGE_FIND_VERSION STREQUAL PACKAGE_VERSION)
+    set(PACKAGE_VERSION_EXACT TRUE)
+  endif()
+endif()
