@@ -1,5 +1,6 @@
-# Two entry points: `make demo` runs the translated seed samples, `make test` runs the
-# test suite. Both create or refresh the virtual environment in .venv themselves.
+# Two entry points: `make demo` runs the samples (Python, then the same in C++ through the
+# C SDK), `make test` runs the test suite. Both create or refresh the virtual environment
+# in .venv themselves.
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
@@ -14,6 +15,7 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)
 	$(VENV)/bin/aclnn demo
+	$(PY) examples/c/demo.py
 
 test: $(STAMP)
 	$(PY) -m ruff check src tests examples benchmarks tools

@@ -244,7 +244,7 @@ def _destroy(kind, name: str, obj) -> int:
     if obj is None:
         return ACLNN_SUCCESS
     if not isinstance(obj, kind):
-        set_recent_error(f"{name}: expected an {kind.__name__}, got {type(obj).__name__}")
+        set_recent_error(f"{name}: expected an {kind.__name__}, got {type(obj).__name__} {obj!r}")
         return ACLNN_ERR_PARAM_INVALID
     if obj.destroyed:
         set_recent_error(f"{name}: {obj!r} was already destroyed")

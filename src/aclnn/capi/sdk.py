@@ -6,7 +6,8 @@
     <prefix>/lib64/lib{ascendcl,acl_rt,nnopbase,opapi,opapi_nn,opapi_math,cust_opapi}.so
                                                the names real build scripts link (links)
     <prefix>/lib64/pkgconfig/aclnn.pc, <prefix>/lib64/cmake/aclnn/aclnnConfig*.cmake
-    <prefix>/set_env.sh                        ASCEND_HOME_PATH and friends
+    <prefix>/set_env.sh                        ASCEND_HOME_PATH and friends, CMAKE_PREFIX_PATH
+                                               <prefix>/lib64/cmake (as CANN's does)
 
 The prefix is $ACLNN_SDK_HOME, or share/aclnn-sdk under the interpreter's prefix (the
 virtual environment). It is built on first use and rebuilt when anything it is made
@@ -20,7 +21,6 @@ import fcntl
 import hashlib
 import os
 import shutil
-import site
 import sys
 import sysconfig
 import tempfile
@@ -87,21 +87,17 @@ def _inputs() -> list[Path]:
 def stamp() -> str:
     """A digest of everything the SDK is made from."""
     digest = hashlib.sha256()
-    for part in (sys.executable, sys.version, str(HERE), package_version(),
-                 *(str(p) for p in _search_path())):
+    for part in (sys.executable, sys.version, _package_root(), package_version()):
         digest.update(part.encode() + b"\0")
     for path in _inputs():
         digest.update(str(path.relative_to(HERE.parent)).encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
 
 
-def _search_path() -> list[str]:
-    """Where the embedded interpreter finds aclnn and its dependencies: this package's
-    root first, then this environment's site directories (with their .pth files)."""
-    sites = site.getsitepackages()
-    if site.ENABLE_USER_SITE:
-        sites.append(site.getusersitepackages())
-    return [str(HERE.parent.parent), *sites]
+def _package_root() -> str:
+    """The directory holding this aclnn package, first on the embedded interpreter's path
+    (so the library runs the aclnn that built it)."""
+    return str(HERE.parent.parent)
 
 
 def ensure(prefix: Path | None = None) -> Path:
@@ -168,11 +164,9 @@ def _cdef() -> str:
 
 
 INIT_CODE = """\
-import site, sys
-for directory in {search_path!r}[1:]:
-    site.addsitedir(directory)
-if {search_path[0]!r} not in sys.path:
-    sys.path.insert(0, {search_path[0]!r})
+import sys
+if {root!r} not in sys.path:
+    sys.path.insert(0, {root!r})
 from {module} import ffi, lib
 from aclnn.capi import bridge
 bridge.attach(ffi, lib)
@@ -185,14 +179,15 @@ def _compile(build: Path, target: Path, python: Path) -> None:
     ffi = cffi.FFI()
     ffi.embedding_api("")
     ffi.cdef(_cdef())
-    ffi.embedding_init_code(INIT_CODE.format(search_path=_search_path(), module=MODULE))
+    ffi.embedding_init_code(INIT_CODE.format(root=_package_root(), module=MODULE))
     ffi.set_source(
         MODULE, '#include "shim.c"\n',
         include_dirs=[str(INCLUDE), str(SOURCES)],
-        define_macros=[("FUNC_VISIBILITY", None), ("ACLNN_LIBPYTHON", f'"{python.name}"')],
+        define_macros=[("FUNC_VISIBILITY", None), ("ACLNN_LIBPYTHON", f'"{python.name}"'),
+                       ("ACLNN_PYTHON", f'"{sys.executable}"')],
         extra_compile_args=["-O2", "-fvisibility=hidden"],
         library_dirs=[str(python.parent)], runtime_library_dirs=[str(python.parent)],
-        libraries=["dl"], extra_link_args=[f"-Wl,-soname,{LIBRARY}"])
+        libraries=["dl", "pthread"], extra_link_args=[f"-Wl,-soname,{LIBRARY}"])
     build.mkdir(parents=True)
     target.parent.mkdir(parents=True, exist_ok=True)
     try:

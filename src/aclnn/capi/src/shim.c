@@ -11,7 +11,9 @@
  * Including the public headers here makes the compiler check every prototype they
  * declare against its definition.
  */
-#include <dlfcn.h>
+#include <dlfcn.h> /* Python.h, included first, defines _GNU_SOURCE */
+#include <link.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -43,11 +45,43 @@ __attribute__((constructor)) static void aclnn_promote_libpython(void)
 static const char START_FAILED[] =
     "aclnn: the Python runtime behind the C API failed to start (its error is on stderr)";
 
+static int interpreter_failed;
+
+/* Start the interpreter the SDK was built with (ACLNN_PYTHON) as if that program ran,
+ * so a virtual environment's python finds its own site-packages, and without signal
+ * handlers (the host program owns its signals). A Python host's own interpreter serves
+ * as it is. Errors are reported, never fatal. */
+static void aclnn_start_interpreter(void)
+{
+    PyConfig config;
+    PyStatus status;
+    if (Py_IsInitialized()) {
+        return;
+    }
+    PyConfig_InitPythonConfig(&config);
+    config.install_signal_handlers = 0;
+    config.parse_argv = 0;
+    status = PyConfig_SetBytesString(&config, &config.program_name, ACLNN_PYTHON);
+    if (!PyStatus_Exception(status)) {
+        status = Py_InitializeFromConfig(&config);
+    }
+    PyConfig_Clear(&config);
+    if (PyStatus_Exception(status)) {
+        interpreter_failed = 1;
+        fprintf(stderr, "aclnn: cannot start the Python interpreter %s: %s\n", ACLNN_PYTHON,
+                status.err_msg != NULL ? status.err_msg : "unknown error");
+        return;
+    }
+    PyEval_SaveThread(); /* cffi takes the GIL per call */
+}
+
 /* 1 once the Python runtime runs; 0 if it failed to start (said once on stderr). */
 static int aclnn_started(void)
 {
+    static pthread_once_t interpreter = PTHREAD_ONCE_INIT;
     static int reported = 0;
-    if (cffi_start_python() == 0) {
+    pthread_once(&interpreter, aclnn_start_interpreter);
+    if (!interpreter_failed && cffi_start_python() == 0) {
         return 1;
     }
     if (!__atomic_exchange_n(&reported, 1, __ATOMIC_RELAXED)) {
@@ -282,15 +316,49 @@ aclnnStatus aclSetAclOpExecutorRepeatable(aclOpExecutor *executor)
     return aclnn_py_set_repeatable(HANDLE(executor));
 }
 
-/* C++ callers release the getters' arrays with delete[] (CANN's rule), so in a C++
- * program they come from operator new[]; C programs get malloc() memory for free(). */
+/* Whether the main program links a C++ runtime (libstdc++, libc++) itself: read from
+ * its DT_NEEDED entries (the first object dl_iterate_phdr reports is the program). */
+static int aclnn_program_needs(struct dl_phdr_info *info, size_t size, void *is_cxx)
+{
+    const ElfW(Dyn) *dynamic = NULL, *entry;
+    uintptr_t strings = 0;
+    int i;
+    (void)size;
+    for (i = 0; i < info->dlpi_phnum; i++) {
+        if (info->dlpi_phdr[i].p_type == PT_DYNAMIC) {
+            dynamic = (const ElfW(Dyn) *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+        }
+    }
+    for (entry = dynamic; entry != NULL && entry->d_tag != DT_NULL; entry++) {
+        if (entry->d_tag == DT_STRTAB) {
+            strings = entry->d_un.d_ptr; /* relocated by the loader, unless below the base */
+            strings += strings < info->dlpi_addr ? info->dlpi_addr : 0;
+        }
+    }
+    for (entry = dynamic; entry != NULL && strings != 0 && entry->d_tag != DT_NULL; entry++) {
+        const char *name = (const char *)(strings + entry->d_un.d_val);
+        if (entry->d_tag == DT_NEEDED && (strstr(name, "libstdc++") || strstr(name, "libc++"))) {
+            *(int *)is_cxx = 1;
+        }
+    }
+    return 1;
+}
+
+/* C++ callers release the getters' arrays with delete[] (CANN's rule), C callers with
+ * free(): the arrays come from operator new[] in a C++ program, else from malloc(). */
 extern void *_ZnamRKSt9nothrow_t(size_t size, const void *tag) __attribute__((weak));
 extern const char _ZSt7nothrow __attribute__((weak));
 
 static int64_t *aclnn_new_dims(uint64_t count)
 {
+    static int program_is_cxx = -1;
     const size_t size = (size_t)count * sizeof(int64_t);
-    if (_ZnamRKSt9nothrow_t != NULL && &_ZSt7nothrow != NULL) {
+    if (program_is_cxx < 0) {
+        int is_cxx = 0;
+        dl_iterate_phdr(aclnn_program_needs, &is_cxx);
+        program_is_cxx = is_cxx && _ZnamRKSt9nothrow_t != NULL && &_ZSt7nothrow != NULL;
+    }
+    if (program_is_cxx) {
         return (int64_t *)_ZnamRKSt9nothrow_t(size, &_ZSt7nothrow);
     }
     return (int64_t *)malloc(size > 0 ? size : 1);

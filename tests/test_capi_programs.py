@@ -1,0 +1,178 @@
+"""The C API from C (SPEC §13): every function with valid and hostile arguments, many C
+threads, a dlopen(RTLD_LOCAL) host, a Python host sharing the runtime, a start-up that
+fails, and a sample under valgrind. The C programs are in tests/c."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import xml.etree.ElementTree as ElementTree
+
+import pytest
+
+from aclnn.capi import sdk
+from capi_support import (
+    C_TESTS,
+    SAMPLES,
+    compile_program,
+    python_sample,
+    run_program,
+    sdk_prefix,  # noqa: F401 - a fixture
+)
+
+START_FAILED = 500001  # ACL_ERROR_FAILURE
+
+
+@pytest.fixture(scope="module")
+def programs(sdk_prefix, tmp_path_factory):
+    """The test programs, built once: sanitized C, and the SmoothL1 sample without."""
+    out = tmp_path_factory.mktemp("programs")
+    return {
+        "calls": compile_program(sdk_prefix, [C_TESTS / "capi_calls.c"], out / "calls"),
+        "threads": compile_program(sdk_prefix, [C_TESTS / "capi_threads.c"], out / "threads"),
+        "dlopen": compile_program(sdk_prefix, [C_TESTS / "capi_dlopen.c"], out / "dlopen",
+                                  link=False),
+        "no_runtime": compile_program(sdk_prefix, [C_TESTS / "capi_no_runtime.c"],
+                                      out / "no_runtime"),
+        "sample": compile_program(sdk_prefix, [SAMPLES / "smooth_l1_loss_backward.cpp"],
+                                  out / "sample", cxx=True, sanitize=False,
+                                  extra=(f"-I{SAMPLES}",)),
+    }
+
+
+@pytest.mark.parametrize("soc", ["Ascend910B", "Ascend950"])
+def test_every_function_valid_and_hostile(programs, soc):
+    done = run_program([programs["calls"], soc], env={"ACLNN_SOC": soc})
+    assert done.stdout.strip().endswith("checks passed") and int(done.stdout.split()[0]) > 200
+
+
+def test_many_threads_give_identical_results_and_own_messages(programs):
+    done = run_program([programs["threads"], 6, 40])
+    assert done.stdout.strip() == "threads 6 calls 40 identical"
+
+
+def test_threads_on_numbas_workqueue_layer(programs):
+    """The layer a machine without OpenMP or TBB gets aborts on concurrent launches unless
+    they are serialised."""
+    done = run_program([programs["threads"], 8, 12], env={"NUMBA_THREADING_LAYER": "workqueue"})
+    assert done.stdout.strip() == "threads 8 calls 12 identical"
+
+
+@pytest.mark.parametrize("name", sdk.LINK_NAMES)
+def test_dlopen_rtld_local_under_every_name(programs, sdk_prefix, name):
+    done = run_program([programs["dlopen"], sdk_prefix / "lib64" / name])
+    assert done.stdout == python_sample("smooth_l1_loss_backward")
+
+
+def test_sample_exits_cleanly_with_the_python_samples_lines(programs):
+    done = run_program([programs["sample"]])
+    assert done.stdout == python_sample("smooth_l1_loss_backward") and done.stderr == ""
+
+
+@pytest.mark.parametrize("breakage", ["broken numpy", "bad PYTHONHOME"])
+def test_failed_start_up_fails_every_call_loudly(programs, tmp_path, breakage):
+    if breakage == "broken numpy":
+        (tmp_path / "numpy").mkdir()
+        (tmp_path / "numpy" / "__init__.py").write_text("raise ImportError('numpy broken here')\n")
+        env, cause = {"PYTHONPATH": str(tmp_path)}, "ImportError: numpy broken here"
+    else:
+        env, cause = {"PYTHONHOME": str(tmp_path / "none")}, "cannot start the Python interpreter"
+    done = run_program([programs["no_runtime"]], env=env, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [str(START_FAILED)] * 3 + ["NULL", "561000", "NULL",
+                                                                  "failed to start"]
+    assert cause in done.stderr
+    assert done.stderr.count("every aclnn call fails") == 1
+
+
+def test_python_host_shares_the_runtime_and_leaks_no_handles(sdk_prefix):
+    """A Python program that loads the library: C calls use the Python runtime's objects,
+    and handles of destroyed objects and spent executors are released."""
+    script = textwrap.dedent(f"""
+        import ctypes
+        import numpy as np
+        import aclnn
+        from aclnn import acl
+
+        lib = ctypes.CDLL("{sdk_prefix}/lib64/libopapi_nn.so")
+        P, U64, I64 = ctypes.c_void_p, ctypes.c_uint64, ctypes.c_int64
+        lib.aclrtMemcpy.argtypes = [P, ctypes.c_size_t, P, ctypes.c_size_t, ctypes.c_int]
+        lib.aclCreateTensor.restype = P
+        lib.aclCreateTensor.argtypes = [P, U64, ctypes.c_int, P, I64, ctypes.c_int, P, U64, P]
+        lib.aclDestroyTensor.argtypes = [P]
+        lib.aclnnL1LossBackwardGetWorkspaceSize.argtypes = [P, P, P, I64, P, P, P]
+        lib.aclnnL1LossBackward.argtypes = [P, U64, P, P]
+        assert lib.aclInit(None) == 0 and acl.init() == 100002   # one runtime
+        assert acl.rt.set_device(0) == 0
+
+        ptr, _ = acl.rt.malloc(32, 0)                           # Python's allocation ...
+        host = np.arange(8, dtype=np.float32)
+        assert lib.aclrtMemcpy(ptr, 32, host.ctypes.data, 32, 1) == 0   # ... filled from C
+        assert (acl.util.ptr_to_numpy(ptr, (8,), np.float32) == host).all()
+
+        from aclnn.capi import bridge
+        shape = (ctypes.c_int64 * 1)(8)
+        baseline = bridge.objects.live_count()
+        for _ in range(300):
+            x = lib.aclCreateTensor(shape, 1, 0, None, 0, 2, shape, 1, ptr)
+            size, executor = ctypes.c_uint64(), ctypes.c_void_p()
+            out_ptr, _ = acl.rt.malloc(32, 0)
+            out = lib.aclCreateTensor(shape, 1, 0, None, 0, 2, shape, 1, out_ptr)
+            assert lib.aclnnL1LossBackwardGetWorkspaceSize(
+                x, x, x, 9, out, ctypes.byref(size), ctypes.byref(executor)) == 161002
+            assert lib.aclnnL1LossBackwardGetWorkspaceSize(
+                x, x, x, 0, out, ctypes.byref(size), ctypes.byref(executor)) == 0
+            assert lib.aclnnL1LossBackward(None, 0, executor, None) == 0  # spent: released
+            assert acl.rt.synchronize_stream(None) == 0
+            for handle in (x, out):
+                assert lib.aclDestroyTensor(handle) == 0
+            acl.rt.free(out_ptr)
+        print("shared", bridge.objects.live_count() - baseline)
+    """)
+    done = run_program([sys.executable, "-c", script])
+    assert done.stdout.split() == ["shared", "0"], done.stderr
+
+
+def test_retired_handles_are_bounded():
+    from aclnn.capi.handles import ForeignHandle, HandleTable
+
+    table = HandleTable(retired_kept=3)
+    objects = [object() for _ in range(5)]
+    issued = [table.add(obj) for obj in objects]
+    assert len(set(issued)) == 5 and all(h % 16 == 0 for h in issued)
+    for handle in issued:
+        table.retire(handle)
+    assert table.live_count() == 0
+    assert [table.lookup(h) for h in issued[2:]] == objects[2:]  # the last 3: still found
+    assert all(isinstance(table.lookup(h), ForeignHandle) for h in issued[:2])
+    assert table.lookup(0) is None
+    assert "0x1234: not a live handle" in repr(table.lookup(0x1234))
+
+
+def _own_errors(xml_path, objects: tuple[str, ...]) -> list[str]:
+    """valgrind's access errors (not leaks) with a frame in one of `objects`, as text."""
+    found = []
+    for error in ElementTree.parse(xml_path).getroot().iter("error"):
+        if error.findtext("kind", "").startswith("Leak_"):
+            continue
+        frames = error.find("stack").findall("frame")
+        places = [f"{f.findtext('fn', '?')} ({f.findtext('obj', '?')})" for f in frames]
+        if any(any(obj in place for obj in objects) for place in places):
+            found.append(f"{error.findtext('kind')}: " + " <- ".join(places[:8]))
+    return found
+
+
+def test_sample_under_valgrind_has_no_invalid_access_in_our_code(programs, tmp_path):
+    """memcheck over the whole run (invalid reads, writes and frees; leaks are not checked:
+    the embedded interpreter keeps its memory until exit); an error counts if a frame of
+    the library or the sample is on its stack (the dynamic loader has errors of its own)."""
+    report = tmp_path / "memcheck.xml"
+    done = subprocess.run(
+        ["valgrind", "--tool=memcheck", "--undef-value-errors=no", "--xml=yes",
+         f"--xml-file={report}", str(programs["sample"])],
+        capture_output=True, text=True, timeout=900,
+        env={**__import__("os").environ, "PYTHONMALLOC": "malloc"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout == python_sample("smooth_l1_loss_backward")
+    assert _own_errors(report, (sdk.LIBRARY, str(programs["sample"]))) == []
