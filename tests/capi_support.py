@@ -1,6 +1,7 @@
 """Building and running C and C++ programs against the C SDK, for the C API tests.
 
-The SDK is built once per session into a temporary prefix; programs are compiled with
+The SDK is built once per session into a temporary prefix (conftest's `sdk_prefix`);
+programs are compiled with
 the compiler Python extensions use, under AddressSanitizer and UBSan where asked, and
 run as a user would run them (their own process, the SDK found through the rpath).
 """
@@ -11,8 +12,6 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-
-import pytest
 
 from aclnn.capi import sdk
 
@@ -25,12 +24,6 @@ SANITIZE = ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-fno-san
 #: Python keeps memory until exit by design, so leak reports would be noise.
 SANITIZER_ENV = {"ASAN_OPTIONS": "detect_leaks=0", "UBSAN_OPTIONS": "print_stacktrace=1"}
 TIMEOUT = 300
-
-
-@pytest.fixture(scope="session")
-def sdk_prefix(tmp_path_factory) -> Path:
-    """The SDK, built once for the session in a temporary prefix."""
-    return sdk.ensure(tmp_path_factory.mktemp("sdk") / "aclnn-sdk")
 
 
 def compile_program(prefix: Path, sources: list[Path], program: Path, *, cxx: bool = False,

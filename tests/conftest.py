@@ -6,6 +6,7 @@ import pytest
 from hypothesis import settings
 
 from aclnn import acl
+from aclnn.capi import sdk
 from support import TensorMaker
 
 settings.register_profile("ci", max_examples=60, deadline=None, derandomize=True)
@@ -55,3 +56,9 @@ def stream():
     yield s
     acl.rt.synchronize_stream(s)
     acl.rt.destroy_stream(s)
+
+
+@pytest.fixture(scope="session")
+def sdk_prefix(tmp_path_factory):
+    """The C SDK, built once for the session in a temporary prefix."""
+    return sdk.ensure(tmp_path_factory.mktemp("sdk") / "aclnn-sdk")

@@ -18,7 +18,6 @@ from capi_support import (
     compile_program,
     python_sample,
     run_program,
-    sdk_prefix,  # noqa: F401 - a fixture
 )
 
 START_FAILED = 500001  # ACL_ERROR_FAILURE

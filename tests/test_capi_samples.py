@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from capi_support import SAMPLES, SEEDS, python_sample, run_program, sdk_prefix  # noqa: F401
+from capi_support import SAMPLES, SEEDS, python_sample, run_program
 
 _spec = importlib.util.spec_from_file_location("c_demo", SAMPLES / "demo.py")
 demo = importlib.util.module_from_spec(_spec)
@@ -61,7 +61,7 @@ def test_cmake_find_package_route(sdk_prefix, tmp_path):
         "find_package(aclnn 0.1 REQUIRED)\n"
         f"add_executable(gelu {SAMPLES / 'gelu_backward_v2.cpp'})\n"
         "target_link_libraries(gelu PRIVATE aclnn::aclnn)\n")
-    shell(f'eval "$(aclnn sdk --env)"; cmake -S . -B build >/dev/null; cmake --build build'
+    shell('eval "$(aclnn sdk --env)"; cmake -S . -B build >/dev/null; cmake --build build'
           " >/dev/null", sdk_prefix, tmp_path)
     assert run_program([tmp_path / "build" / "gelu"]).stdout == python_sample("gelu_backward_v2")
 

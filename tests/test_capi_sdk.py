@@ -14,7 +14,6 @@ from aclnn.acl import _codes as rt_codes
 from aclnn.capi import sdk
 from aclnn.dtypes import aclDataType, aclFormat
 from aclnn.user import cli
-from capi_support import sdk_prefix  # noqa: F401 - a fixture
 
 HEADERS = sorted(p.relative_to(sdk.INCLUDE).as_posix() for p in sdk.INCLUDE.rglob("*.h"))
 PAGE_INCLUDES = ["acl/acl.h", "aclnnop/aclnn_smooth_l1_loss_backward.h",
@@ -51,8 +50,9 @@ def _declared_functions() -> set[str]:
 
 
 def test_exports_are_the_declared_functions(sdk_prefix):
-    symbols = subprocess.run(["nm", "-D", "--defined-only", str(sdk_prefix / "lib64" / sdk.LIBRARY)],
-                             capture_output=True, text=True, check=True).stdout
+    library = sdk_prefix / "lib64" / sdk.LIBRARY
+    symbols = subprocess.run(["nm", "-D", "--defined-only", str(library)], capture_output=True,
+                             text=True, check=True).stdout
     exported = {line.split()[-1] for line in symbols.splitlines() if " T " in line}
     declared = _declared_functions()
     assert len(declared) >= 40
@@ -64,9 +64,10 @@ def test_every_header_compiles_alone(language, tmp_path):
     compiler = "gcc" if language == "c11" else "g++"
     for header in HEADERS:
         unit = tmp_path / ("unit.c" if language == "c11" else "unit.cpp")
-        unit.write_text(f'#include "{header}"\n#include "{header}"\nint main(void) {{ return 0; }}\n')
-        done = subprocess.run([compiler, f"-std={language}", *STRICT, f"-I{sdk.INCLUDE}", str(unit)],
-                              capture_output=True, text=True)
+        unit.write_text(f'#include "{header}"\n#include "{header}"\n'
+                        "int main(void) { return 0; }\n")
+        done = subprocess.run([compiler, f"-std={language}", *STRICT, f"-I{sdk.INCLUDE}",
+                               str(unit)], capture_output=True, text=True)
         assert done.returncode == 0, f"{header} as {language}:\n{done.stderr}"
 
 
