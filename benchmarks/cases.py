@@ -12,10 +12,12 @@ PyTorch has no aten op for the L1 loss backward; its nearest `out=` equivalent i
 
 from __future__ import annotations
 
+import functools
 import json
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -151,6 +153,66 @@ def measure_cold_start(case: Case, cfg: Config) -> Row:
     return Row(case.name, ours, theirs, note=f"{ours:.2f} s vs torch import+call {theirs:.2f} s "
                                              f"(median of {cfg.cold_runs})",
                extra={"seconds": ours, "torch_seconds": theirs})
+
+
+C_LATENCY = REPO / "benchmarks" / "c_latency.c"
+
+
+@functools.cache
+def _c_latency_program() -> Path:
+    """benchmarks/c_latency.c built against the C SDK (`aclnn sdk`), once per run."""
+    from aclnn.capi import sdk
+
+    prefix = sdk.ensure()
+    program = Path(tempfile.mkdtemp(prefix="aclnn-bench-")) / "c_latency"
+    subprocess.run(["gcc", "-O2", str(C_LATENCY), *sdk.cflags(prefix), *sdk.libs(prefix), "-o",
+                    str(program)], check=True)
+    return program
+
+
+@functools.cache
+def _c_api_runs(cfg: Config) -> dict:
+    """The C API's 8-element latency and first-result time (fresh processes, the Numba
+    cache warm), alternating with the Python API's latency measured the same way."""
+    program, calls = _c_latency_program(), cfg.latency_calls
+    dev = Device()
+    try:
+        python_call = tiny_smooth_l1(cfg, dev).ours
+        c_us, python_us, first = [], [], []
+        for run in range(cfg.cold_runs + 1):
+            python_us.append(_per_call_median(python_call, calls) * 1e6)
+            started = time.perf_counter()
+            with subprocess.Popen([str(program), str(calls)], stdout=subprocess.PIPE,
+                                  text=True) as proc:
+                first_line = proc.stdout.readline()
+                first_s = time.perf_counter() - started
+                last_line = proc.stdout.read().split()
+            assert first_line.startswith("first-result") and proc.returncode == 0, first_line
+            if run:  # the first run warms the page cache and the Numba cache
+                first.append(first_s)
+                c_us.append(float(last_line[-1]))
+    finally:
+        dev.release()
+    return {"latency_us": statistics.median(c_us), "first_result_s": statistics.median(first),
+            "python_latency_us": statistics.median(python_us[1:]), "runs": cfg.cold_runs}
+
+
+def measure_c_latency(case: Case, cfg: Config) -> Row:
+    """Two phases + synchronize on 8 elements from C, against the same from Python."""
+    m = _c_api_runs(cfg)
+    ratio = m["latency_us"] / m["python_latency_us"]
+    return Row(case.name, m["latency_us"] * 1e-6, None, 0, 8,
+               note=f"C {m['latency_us']:.1f} us vs Python {m['python_latency_us']:.1f} us "
+                    f"(medians of {cfg.latency_calls} calls, {m['runs']} runs each)",
+               extra={**m, "c_over_python": ratio})
+
+
+def measure_c_first_result(case: Case, cfg: Config) -> Row:
+    """Wall time from starting the C program to its first result on the host."""
+    m = _c_api_runs(cfg)
+    return Row(case.name, m["first_result_s"], None,
+               note=f"{m['first_result_s']:.2f} s from exec to the first result (median of "
+                    f"{m['runs']} processes)", extra={"seconds": m["first_result_s"]})
 
 
 def measure_peak_memory(case: Case, cfg: Config) -> Row:
@@ -317,6 +379,10 @@ CASES = [
          measure_latency),
     Case("cold start smooth_l1 8 elems", None, at_most("seconds", 1.5, "s"),
          measure_cold_start),
+    Case("C API latency smooth_l1 8 elems", None, at_most("c_over_python", 1.5, "x Python"),
+         measure_c_latency),
+    Case("C API first result smooth_l1 8 elems", None, at_most("seconds", 1.5, "s"),
+         measure_c_first_result),
     Case("peak memory smooth_l1 f16", None, at_most("extra_fraction", 0.10, "of in+out"),
          measure_peak_memory),
 ]

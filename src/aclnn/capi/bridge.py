@@ -400,8 +400,8 @@ def aclnn_py_tensor_attribute(tensor: int, which: int, value) -> int:
 def _plan(phase1: Callable, workspace_size, executor, *arguments) -> int:
     """Phase 1 through the Python API: the workspace size and a handle of the executor
     written through the caller's pointers."""
-    message = _null_out(phase1.__name__, workspaceSize=workspace_size, executor=executor)
-    if message:
+    if workspace_size == ffi.NULL or executor == ffi.NULL:
+        message = _null_out(phase1.__name__, workspaceSize=workspace_size, executor=executor)
         return _fail(ACLNN_ERR_PARAM_NULLPTR, message)
     size, plan, status = phase1(*arguments)
     if status == ACLNN_SUCCESS:
