@@ -397,57 +397,50 @@ def aclnn_py_tensor_attribute(tensor: int, which: int, value) -> int:
 
 # --- operators -----------------------------------------------------------------------------
 
-def _plan(phase1: Callable, workspace_size, executor, *arguments) -> int:
-    """Phase 1 through the Python API: the workspace size and a handle of the executor
-    written through the caller's pointers."""
-    if workspace_size == ffi.NULL or executor == ffi.NULL:
-        message = _null_out(phase1.__name__, workspaceSize=workspace_size, executor=executor)
-        return _fail(ACLNN_ERR_PARAM_NULLPTR, message)
-    size, plan, status = phase1(*arguments)
+def _planned(plan, result: tuple) -> int:
+    """Phase 1's status; on success its workspace size and a handle of its executor,
+    written into the C side's `struct aclnn_plan`."""
+    size, executor, status = result
     if status == ACLNN_SUCCESS:
-        workspace_size[0] = size
-        executor[0] = objects.add(plan)
+        plan.workspace_size = size
+        plan.executor = objects.add(executor)
     return status
 
 
 @export(ACLNN_ERR_INNER)
 def aclnn_py_smooth_l1_loss_backward(grad_out, self, target, reduction, beta, grad_input,
-                                     workspace_size, executor) -> int:
+                                     plan) -> int:
     """aclnnSmoothL1LossBackwardGetWorkspaceSize."""
     look = objects.lookup
-    return _plan(smooth_l1_loss_backward.aclnnSmoothL1LossBackwardGetWorkspaceSize,
-                 workspace_size, executor, look(grad_out), look(self), look(target), reduction,
-                 beta, look(grad_input))
+    return _planned(plan, smooth_l1_loss_backward.aclnnSmoothL1LossBackwardGetWorkspaceSize(
+        look(grad_out), look(self), look(target), reduction, beta, look(grad_input)))
 
 
 @export(ACLNN_ERR_INNER)
-def aclnn_py_l1_loss_backward(grad_output, self, target, reduction, grad_input, workspace_size,
-                              executor) -> int:
+def aclnn_py_l1_loss_backward(grad_output, self, target, reduction, grad_input, plan) -> int:
     """aclnnL1LossBackwardGetWorkspaceSize."""
     look = objects.lookup
-    return _plan(l1_loss_backward.aclnnL1LossBackwardGetWorkspaceSize, workspace_size, executor,
-                 look(grad_output), look(self), look(target), reduction, look(grad_input))
+    return _planned(plan, l1_loss_backward.aclnnL1LossBackwardGetWorkspaceSize(
+        look(grad_output), look(self), look(target), reduction, look(grad_input)))
 
 
 @export(ACLNN_ERR_INNER)
-def aclnn_py_gelu_backward_v2(grad_output, self, approximate, grad_input, workspace_size,
-                              executor) -> int:
+def aclnn_py_gelu_backward_v2(grad_output, self, approximate, grad_input, plan) -> int:
     """aclnnGeluBackwardV2GetWorkspaceSize."""
     look = objects.lookup
-    return _plan(gelu_backward_v2.aclnnGeluBackwardV2GetWorkspaceSize, workspace_size, executor,
-                 look(grad_output), look(self), _text(approximate), look(grad_input))
+    return _planned(plan, gelu_backward_v2.aclnnGeluBackwardV2GetWorkspaceSize(
+        look(grad_output), look(self), _text(approximate), look(grad_input)))
 
 
 @export(ACLNN_ERR_INNER)
 def aclnn_py_avg_pool2d_backward(grad_output, self, kernel_size, stride, padding, ceil_mode,
                                  count_include_pad, divisor_override, cube_math_type, grad_input,
-                                 workspace_size, executor) -> int:
+                                 plan) -> int:
     """aclnnAvgPool2dBackwardGetWorkspaceSize."""
     look = objects.lookup
-    return _plan(avg_pool2d_backward.aclnnAvgPool2dBackwardGetWorkspaceSize, workspace_size,
-                 executor, look(grad_output), look(self), look(kernel_size), look(stride),
-                 look(padding), ceil_mode, count_include_pad, divisor_override, cube_math_type,
-                 look(grad_input))
+    return _planned(plan, avg_pool2d_backward.aclnnAvgPool2dBackwardGetWorkspaceSize(
+        look(grad_output), look(self), look(kernel_size), look(stride), look(padding), ceil_mode,
+        count_include_pad, divisor_override, cube_math_type, look(grad_input)))
 
 
 _PHASE_TWO: dict[int, Callable] = {}  # op code -> phase 2, set by `attach`

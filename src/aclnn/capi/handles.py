@@ -13,7 +13,6 @@ that creates and destroys objects forever uses bounded memory.
 from __future__ import annotations
 
 import itertools
-import threading
 from collections import OrderedDict
 
 BASE = 0x0AC1 << 40  # far from the heap and the stack: a junk pointer rarely lands here
@@ -33,44 +32,47 @@ class ForeignHandle:
         return f"<{self.value:#x}: not a live handle of this library>"
 
 
+class _Live(dict):
+    """Live objects by handle, with NULL (0) naming None; a missing handle is looked up
+    among the retired (`lookup` is this dict's subscript: a hit costs no Python call)."""
+
+    def __init__(self, table: HandleTable) -> None:
+        super().__init__({0: None})
+        self._table = table
+
+    def __missing__(self, handle: int):
+        found = self._table.retired.get(handle)
+        return found if found is not None else ForeignHandle(handle)
+
+
 class HandleTable:
-    """Live objects by handle, and the objects retired lately."""
+    """Live objects by handle, and the objects retired lately. Safe from many threads: each
+    step is one dict operation, atomic under the GIL."""
 
     def __init__(self, retired_kept: int = RETIRED_KEPT) -> None:
-        self._serials = itertools.count(1)
-        self._live: dict[int, object] = {}
-        self._retired: OrderedDict[int, object] = OrderedDict()
+        self._serials = itertools.count(BASE + STEP, STEP)
+        self._live = _Live(self)
+        self.retired: OrderedDict[int, object] = OrderedDict()
         self._retired_kept = retired_kept
-        self._lock = threading.Lock()
+        self.lookup = self._live.__getitem__
+        """lookup(handle): the object of `handle`: None for NULL, the live or lately retired
+        object, or a ForeignHandle."""
 
     def add(self, obj: object) -> int:
         """A new handle for `obj`."""
-        handle = BASE + STEP * next(self._serials)
+        handle = next(self._serials)
         self._live[handle] = obj
         return handle
 
-    def lookup(self, handle: int):
-        """The object of `handle`: None for NULL, the live or lately retired object, or a
-        ForeignHandle."""
-        if handle == 0:
-            return None
-        found = self._live.get(handle)
-        if found is not None:
-            return found
-        with self._lock:
-            found = self._retired.get(handle)
-        return found if found is not None else ForeignHandle(handle)
-
     def retire(self, handle: int) -> None:
         """`handle` no longer names a live object (its object stays findable a while)."""
-        with self._lock:
-            obj = self._live.pop(handle, None)
-            if obj is None:
-                return
-            self._retired[handle] = obj
-            if len(self._retired) > self._retired_kept:
-                self._retired.popitem(last=False)
+        obj = self._live.pop(handle, None) if handle else None
+        if obj is None:
+            return
+        self.retired[handle] = obj
+        if len(self.retired) > self._retired_kept:
+            self.retired.popitem(last=False)
 
     def live_count(self) -> int:
         """How many handles are live."""
-        return len(self._live)
+        return len(self._live) - 1

@@ -4,13 +4,16 @@
  * this file into cffi's `extern "Python"` block and into shim.c's static prototypes.
  *
  * Handles (tensors, int arrays, scalars, executors, streams) and addresses cross as
- * uint64_t; 0 is C's NULL. An out-parameter is NULL when the caller passed NULL.
+ * uint64_t; 0 is C's NULL. An out-parameter is NULL when the caller passed NULL. Phase 1
+ * writes its workspace size and executor into an aclnn_plan (the C side checks the
+ * caller's out-parameters first).
  * Lines without ACLNN_PY are shared constants, and C functions Python calls back.
  */
 int aclnn_host_mapped(uint64_t address, uint64_t size);
 enum aclnn_kind { ACLNN_TENSOR, ACLNN_INT_ARRAY, ACLNN_SCALAR, ACLNN_EXECUTOR };
 enum aclnn_dims { ACLNN_VIEW_SHAPE, ACLNN_STORAGE_SHAPE, ACLNN_VIEW_STRIDES };
 enum aclnn_attribute { ACLNN_VIEW_OFFSET, ACLNN_FORMAT, ACLNN_DATA_TYPE };
+struct aclnn_plan { uint64_t workspace_size; uint64_t executor; };
 enum aclnn_op { ACLNN_OP_SMOOTH_L1_LOSS_BACKWARD, ACLNN_OP_L1_LOSS_BACKWARD, ACLNN_OP_GELU_BACKWARD_V2, ACLNN_OP_AVG_POOL2D_BACKWARD };
 ACLNN_PY int32_t aclnn_py_fail(int32_t status, const char *message);
 ACLNN_PY const char *aclnn_py_recent_err_msg(void);
@@ -38,8 +41,8 @@ ACLNN_PY int32_t aclnn_py_destroy(uint64_t handle, int32_t kind);
 ACLNN_PY int32_t aclnn_py_tensor_dims(uint64_t tensor, int32_t which, int64_t *dims, uint64_t capacity, uint64_t *rank);
 ACLNN_PY int32_t aclnn_py_tensor_attribute(uint64_t tensor, int32_t which, int64_t *value);
 ACLNN_PY int32_t aclnn_py_set_repeatable(uint64_t executor);
-ACLNN_PY int32_t aclnn_py_smooth_l1_loss_backward(uint64_t grad_out, uint64_t self, uint64_t target, int64_t reduction, float beta, uint64_t grad_input, uint64_t *workspace_size, uint64_t *executor);
-ACLNN_PY int32_t aclnn_py_l1_loss_backward(uint64_t grad_output, uint64_t self, uint64_t target, int64_t reduction, uint64_t grad_input, uint64_t *workspace_size, uint64_t *executor);
-ACLNN_PY int32_t aclnn_py_gelu_backward_v2(uint64_t grad_output, uint64_t self, const char *approximate, uint64_t grad_input, uint64_t *workspace_size, uint64_t *executor);
-ACLNN_PY int32_t aclnn_py_avg_pool2d_backward(uint64_t grad_output, uint64_t self, uint64_t kernel_size, uint64_t stride, uint64_t padding, bool ceil_mode, bool count_include_pad, int64_t divisor_override, int8_t cube_math_type, uint64_t grad_input, uint64_t *workspace_size, uint64_t *executor);
+ACLNN_PY int32_t aclnn_py_smooth_l1_loss_backward(uint64_t grad_out, uint64_t self, uint64_t target, int64_t reduction, float beta, uint64_t grad_input, struct aclnn_plan *plan);
+ACLNN_PY int32_t aclnn_py_l1_loss_backward(uint64_t grad_output, uint64_t self, uint64_t target, int64_t reduction, uint64_t grad_input, struct aclnn_plan *plan);
+ACLNN_PY int32_t aclnn_py_gelu_backward_v2(uint64_t grad_output, uint64_t self, const char *approximate, uint64_t grad_input, struct aclnn_plan *plan);
+ACLNN_PY int32_t aclnn_py_avg_pool2d_backward(uint64_t grad_output, uint64_t self, uint64_t kernel_size, uint64_t stride, uint64_t padding, bool ceil_mode, bool count_include_pad, int64_t divisor_override, int8_t cube_math_type, uint64_t grad_input, struct aclnn_plan *plan);
 ACLNN_PY int32_t aclnn_py_execute(int32_t op, uint64_t workspace, uint64_t workspace_size, uint64_t executor, uint64_t stream);

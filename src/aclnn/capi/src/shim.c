@@ -79,9 +79,13 @@ static void aclnn_start_interpreter(void)
 static int aclnn_started(void)
 {
     static pthread_once_t interpreter = PTHREAD_ONCE_INIT;
-    static int reported = 0;
+    static int started = 0, reported = 0;
+    if (__atomic_load_n(&started, __ATOMIC_ACQUIRE)) {
+        return 1;
+    }
     pthread_once(&interpreter, aclnn_start_interpreter);
     if (!interpreter_failed && cffi_start_python() == 0) {
+        __atomic_store_n(&started, 1, __ATOMIC_RELEASE);
         return 1;
     }
     if (!__atomic_exchange_n(&reported, 1, __ATOMIC_RELAXED)) {
@@ -435,14 +439,39 @@ aclnnStatus aclGetDataType(const aclTensor *tensor, aclDataType *dataType)
 
 /* ---- operators (aclnnop/aclnn_*.h) ------------------------------------------------------ */
 
-/* Phase 1's status; on success the executor, whose handle phase 1 wrote to `handle`. */
-static aclnnStatus aclnn_planned(aclnnStatus status, uint64_t handle, aclOpExecutor **executor)
+/* Phase 1's out-parameters: 161001 (and the message) for the first that is NULL. */
+static aclnnStatus aclnn_null_outputs(const char *op, const uint64_t *workspaceSize,
+                                      aclOpExecutor **executor)
+{
+    char message[160];
+    const char *name = workspaceSize == NULL ? "workspaceSize" : executor == NULL ? "executor" : NULL;
+    if (name == NULL) {
+        return ACLNN_SUCCESS;
+    }
+    snprintf(message, sizeof message, "%sGetWorkspaceSize: %s must not be null, got NULL.", op, name);
+    return aclnn_py_fail(ACLNN_ERR_PARAM_NULLPTR, message);
+}
+
+/* Phase 1's status; on success its workspace size and executor, through the caller's
+ * pointers. */
+static aclnnStatus aclnn_planned(aclnnStatus status, const struct aclnn_plan *plan,
+                                 uint64_t *workspaceSize, aclOpExecutor **executor)
 {
     if (status == ACLNN_SUCCESS) {
-        *executor = POINTER(aclOpExecutor *, handle);
+        *workspaceSize = plan->workspace_size;
+        *executor = POINTER(aclOpExecutor *, plan->executor);
     }
     return status;
 }
+
+#define PHASE_ONE_START(op)                                                  \
+    struct aclnn_plan plan = {0, 0};                                         \
+    aclnnStatus status;                                                      \
+    START_OR_RETURN(ACLNN_ERR_INNER);                                        \
+    status = aclnn_null_outputs(op, workspaceSize, executor);                \
+    if (status != ACLNN_SUCCESS) {                                           \
+        return status;                                                       \
+    }
 
 aclnnStatus aclnnSmoothL1LossBackwardGetWorkspaceSize(const aclTensor *gradOut,
                                                       const aclTensor *self,
@@ -451,13 +480,10 @@ aclnnStatus aclnnSmoothL1LossBackwardGetWorkspaceSize(const aclTensor *gradOut,
                                                       uint64_t *workspaceSize,
                                                       aclOpExecutor **executor)
 {
-    uint64_t handle = 0;
-    aclnnStatus status;
-    START_OR_RETURN(ACLNN_ERR_INNER);
+    PHASE_ONE_START("aclnnSmoothL1LossBackward")
     status = aclnn_py_smooth_l1_loss_backward(HANDLE(gradOut), HANDLE(self), HANDLE(target),
-                                              reduction, beta, HANDLE(gradInput), workspaceSize,
-                                              OUT(executor, handle));
-    return aclnn_planned(status, handle, executor);
+                                              reduction, beta, HANDLE(gradInput), &plan);
+    return aclnn_planned(status, &plan, workspaceSize, executor);
 }
 
 aclnnStatus aclnnL1LossBackwardGetWorkspaceSize(const aclTensor *gradOutput, const aclTensor *self,
@@ -465,24 +491,20 @@ aclnnStatus aclnnL1LossBackwardGetWorkspaceSize(const aclTensor *gradOutput, con
                                                 aclTensor *gradInput, uint64_t *workspaceSize,
                                                 aclOpExecutor **executor)
 {
-    uint64_t handle = 0;
-    aclnnStatus status;
-    START_OR_RETURN(ACLNN_ERR_INNER);
+    PHASE_ONE_START("aclnnL1LossBackward")
     status = aclnn_py_l1_loss_backward(HANDLE(gradOutput), HANDLE(self), HANDLE(target), reduction,
-                                       HANDLE(gradInput), workspaceSize, OUT(executor, handle));
-    return aclnn_planned(status, handle, executor);
+                                       HANDLE(gradInput), &plan);
+    return aclnn_planned(status, &plan, workspaceSize, executor);
 }
 
 aclnnStatus aclnnGeluBackwardV2GetWorkspaceSize(const aclTensor *gradOutput, const aclTensor *self,
                                                 char *approximate, aclTensor *gradInput,
                                                 uint64_t *workspaceSize, aclOpExecutor **executor)
 {
-    uint64_t handle = 0;
-    aclnnStatus status;
-    START_OR_RETURN(ACLNN_ERR_INNER);
+    PHASE_ONE_START("aclnnGeluBackwardV2")
     status = aclnn_py_gelu_backward_v2(HANDLE(gradOutput), HANDLE(self), approximate,
-                                       HANDLE(gradInput), workspaceSize, OUT(executor, handle));
-    return aclnn_planned(status, handle, executor);
+                                       HANDLE(gradInput), &plan);
+    return aclnn_planned(status, &plan, workspaceSize, executor);
 }
 
 aclnnStatus aclnnAvgPool2dBackwardGetWorkspaceSize(
@@ -491,14 +513,12 @@ aclnnStatus aclnnAvgPool2dBackwardGetWorkspaceSize(
     int64_t divisorOverride, int8_t cubeMathType, aclTensor *gradInput, uint64_t *workspaceSize,
     aclOpExecutor **executor)
 {
-    uint64_t handle = 0;
-    aclnnStatus status;
-    START_OR_RETURN(ACLNN_ERR_INNER);
+    PHASE_ONE_START("aclnnAvgPool2dBackward")
     status = aclnn_py_avg_pool2d_backward(HANDLE(gradOutput), HANDLE(self), HANDLE(kernelSize),
                                           HANDLE(stride), HANDLE(padding), ceilMode,
                                           countIncludePad, divisorOverride, cubeMathType,
-                                          HANDLE(gradInput), workspaceSize, OUT(executor, handle));
-    return aclnn_planned(status, handle, executor);
+                                          HANDLE(gradInput), &plan);
+    return aclnn_planned(status, &plan, workspaceSize, executor);
 }
 
 static aclnnStatus aclnn_execute(int32_t op, void *workspace, uint64_t workspaceSize,
