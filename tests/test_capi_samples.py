@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from capi_support import SAMPLES, SEEDS, python_sample, run_program
@@ -42,11 +44,31 @@ def test_demo_builds_every_sample_with_gpp_and_each_prints_the_python_lines(sdk_
 
 
 def test_cmake_route_of_the_pages(sdk_prefix, tmp_path):
-    shell(f'eval "$(aclnn sdk --env)"; cmake -S {SAMPLES} -B {tmp_path} -DCMAKE_BUILD_TYPE=Release'
-          f" >/dev/null; cmake --build {tmp_path} >/dev/null", sdk_prefix, tmp_path)
-    for source, module in demo.SAMPLES.items():
-        done = run_program([tmp_path / Path(source).stem])
-        assert done.stdout == python_sample(module), source
+    """examples/c's CMakeLists builds every sample beside it: ours, and the pages' own
+    copied there unchanged, as a user would."""
+    source = tmp_path / "samples"
+    shutil.copytree(SAMPLES, source, ignore=shutil.ignore_patterns("*.py"))
+    pages = demo.page_samples(SEEDS)
+    for name, (_, code) in pages.items():
+        (source / f"page_{Path(name).stem}.cpp").write_text(code)
+    shell(f'eval "$(aclnn sdk --env)"; cmake -S {source} -B build -DCMAKE_BUILD_TYPE=Release'
+          " >/dev/null; cmake --build build >/dev/null", sdk_prefix, tmp_path)
+    expected = {Path(cpp).stem: python_sample(module) for cpp, module in demo.SAMPLES.items()}
+    expected.update({f"page_{Path(name).stem}": gelu_page_lines() if module == "gelu_backward_v2"
+                     else python_sample(module) for name, (module, _) in pages.items()})
+    for program, lines in expected.items():
+        assert run_program([tmp_path / "build" / program]).stdout == lines, program
+
+
+def gelu_page_lines() -> str:
+    """What the GELU page's sample must print: its gradOutput is std::vector<int> of ones
+    read as FLOAT (1.4e-45 each), times GELU'(x) (tanh form) at x = 0..7, in float64."""
+    grad = np.ones(8, np.int32).view(np.float32).astype(np.float64)
+    x = np.arange(8, dtype=np.float64)
+    inner = np.sqrt(2 / np.pi) * (x + 0.044715 * x**3)
+    t = np.tanh(inner)
+    slope = 0.5 * (1 + t) + 0.5 * x * (1 - t**2) * np.sqrt(2 / np.pi) * (1 + 3 * 0.044715 * x**2)
+    return "".join(f"result[{i}] is: {v:f}\n" for i, v in enumerate(grad * slope))
 
 
 def test_pkg_config_route(sdk_prefix, tmp_path):

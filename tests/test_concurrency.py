@@ -650,3 +650,35 @@ def test_functional_api_from_several_threads_matches_single_threaded_bits():
 
     run_threads([worker(t) for t in range(len(cases))], WATCHDOG_S)
     assert got == expected
+
+
+WORKQUEUE_SCRIPT = """
+import threading
+import numba, numpy as np
+import aclnn
+x = np.linspace(-6, 6, 1 << 18, dtype=np.float32)
+alone = aclnn.gelu_backward(x, x)
+results = []
+def work():
+    for _ in range(20):
+        results.append(aclnn.gelu_backward(x, x).tobytes() == alone.tobytes())
+threads = [threading.Thread(target=work) for _ in range(4)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+print(numba.threading_layer(), len(results), all(results))
+"""
+
+
+def test_concurrent_launches_on_numbas_workqueue_layer_are_serialised():
+    """The layer a machine without OpenMP or TBB gets aborts the process when two threads
+    launch at once; the kernels serialise their launches on it (kernels.launch)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", WORKQUEUE_SCRIPT], capture_output=True,
+                          text=True, timeout=600,
+                          env={**os.environ, "NUMBA_THREADING_LAYER": "workqueue"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["workqueue", "80", "True"]
