@@ -13,6 +13,7 @@ internal-error status with a message, never an exception escaping into C.
 
 from __future__ import annotations
 
+import mmap
 import threading
 from collections.abc import Callable
 
@@ -49,7 +50,7 @@ from .handles import HandleTable
 
 C_HOST_HINT = "; a host address must be mapped memory of the program, outside device memory"
 STRING_LIMIT = 256  # the longest C string argument read (approximate is "none" or "tanh")
-PAGE = 4096
+PAGE = mmap.PAGESIZE
 
 ffi = lib = None  # the compiled library's, set by `attach`
 objects = HandleTable()
@@ -170,7 +171,7 @@ def _null_out(function: str, **outputs) -> str | None:
     return None
 
 
-@export(None)
+@export(ACLNN_ERR_INNER)
 def aclnn_py_fail(status: int, message) -> int:
     """A failure the C side found: record its message for this thread."""
     return _fail(status, ffi.string(message).decode())

@@ -1,12 +1,13 @@
 /*
  * The exported C API of aclnn. Every function first makes sure the embedded Python
- * runtime is up (cffi starts it on the first call, in whichever thread makes it), then
- * hands its arguments to the aclnn Python package (bridge.h), which does the work with
- * the same objects as the Python API: one runtime per process, shared by C and Python.
+ * runtime is up (the first call, in whichever thread makes it, starts the interpreter and
+ * cffi runs the package's start-up code), then hands its arguments to the aclnn Python
+ * package (bridge.h), which does the work with the same objects as the Python API: one
+ * runtime per process, shared by C and Python.
  *
- * If the runtime cannot start (no usable Python, a broken environment), cffi prints
- * the Python error on stderr and every call fails: aclError functions return
- * ACL_ERROR_FAILURE, aclnnStatus functions ACLNN_ERR_INNER, constructors NULL.
+ * If the runtime cannot start (no usable Python, a broken environment), the cause is
+ * printed on stderr and every call fails: aclError functions return ACL_ERROR_FAILURE,
+ * aclnnStatus functions ACLNN_ERR_INNER, constructors NULL.
  *
  * Including the public headers here makes the compiler check every prototype they
  * declare against its definition.
