@@ -170,41 +170,54 @@ def _c_latency_program() -> Path:
     return program
 
 
+PYTHON_LATENCY = COLD_START_OURS + """
+import statistics, sys, time
+def call():
+    ws, ex, ret = aclnn.aclnnSmoothL1LossBackwardGetWorkspaceSize(g, x, y, 0, 1.0, o)
+    assert ret == 0 and aclnn.aclnnSmoothL1LossBackward(None, ws, ex, None) == 0
+    assert acl.rt.synchronize_stream(None) == 0
+calls, clock, times = int(sys.argv[1]), time.perf_counter_ns, []
+for _ in range(min(calls, 200)):
+    call()
+for _ in range(calls):
+    t0 = clock(); call(); times.append(clock() - t0)
+print("median-us", statistics.median(times) / 1e3)
+"""
+
+
 @functools.cache
 def _c_api_runs(cfg: Config) -> dict:
-    """The C API's 8-element latency and first-result time (fresh processes, the Numba
-    cache warm), alternating with the Python API's latency measured the same way."""
-    program, calls = _c_latency_program(), cfg.latency_calls
-    dev = Device()
-    try:
-        python_call = tiny_smooth_l1(cfg, dev).ours
-        c_us, python_us, first = [], [], []
-        for run in range(cfg.cold_runs + 1):
-            python_us.append(_per_call_median(python_call, calls) * 1e6)
-            started = time.perf_counter()
-            with subprocess.Popen([str(program), str(calls)], stdout=subprocess.PIPE,
-                                  text=True) as proc:
-                first_line = proc.stdout.readline()
-                first_s = time.perf_counter() - started
-                last_line = proc.stdout.read().split()
-            assert first_line.startswith("first-result") and proc.returncode == 0, first_line
-            if run:  # the first run warms the page cache and the Numba cache
-                first.append(first_s)
-                c_us.append(float(last_line[-1]))
-    finally:
-        dev.release()
+    """The C API's 8-element latency and first-result time, and the Python API's latency
+    measured the same way (a fresh process timing single calls after 200 untimed ones),
+    the two alternating; the ratio is the median of adjacent pairs' ratios."""
+    program, calls = _c_latency_program(), str(cfg.latency_calls)
+    c_us, python_us, ratios, first = [], [], [], []
+    for run in range(cfg.c_api_runs + 1):
+        python = subprocess.run([sys.executable, "-c", PYTHON_LATENCY, calls], check=True,
+                                cwd=REPO, capture_output=True, text=True).stdout.split()
+        started = time.perf_counter()
+        with subprocess.Popen([str(program), calls], stdout=subprocess.PIPE, text=True) as proc:
+            first_line = proc.stdout.readline()
+            first_s = time.perf_counter() - started
+            c_words = proc.stdout.read().split()
+        assert first_line.startswith("first-result") and proc.returncode == 0, first_line
+        if run:  # the first run warms the page cache and the Numba cache
+            first.append(first_s)
+            c_us.append(float(c_words[-1]))
+            python_us.append(float(python[-1]))
+            ratios.append(c_us[-1] / python_us[-1])
     return {"latency_us": statistics.median(c_us), "first_result_s": statistics.median(first),
-            "python_latency_us": statistics.median(python_us[1:]), "runs": cfg.cold_runs}
+            "python_latency_us": statistics.median(python_us),
+            "c_over_python": statistics.median(ratios), "runs": cfg.c_api_runs}
 
 
 def measure_c_latency(case: Case, cfg: Config) -> Row:
     """Two phases + synchronize on 8 elements from C, against the same from Python."""
     m = _c_api_runs(cfg)
-    ratio = m["latency_us"] / m["python_latency_us"]
     return Row(case.name, m["latency_us"] * 1e-6, None, 0, 8,
                note=f"C {m['latency_us']:.1f} us vs Python {m['python_latency_us']:.1f} us "
-                    f"(medians of {cfg.latency_calls} calls, {m['runs']} runs each)",
-               extra={**m, "c_over_python": ratio})
+                    f"(medians of {cfg.latency_calls} calls in fresh processes, "
+                    f"{m['runs']} of each alternating)", extra=m)
 
 
 def measure_c_first_result(case: Case, cfg: Config) -> Row:

@@ -55,6 +55,11 @@ class Config:
         return 300 if self.quick else 2000
 
     @property
+    def c_api_runs(self) -> int:
+        """Fresh C and Python processes timed, alternating, for the C API's latency."""
+        return 1 if self.quick else 5
+
+    @property
     def cold_runs(self) -> int:
         """Fresh interpreters timed for the cold-start case (after one warming run)."""
         return 1 if self.quick else 3
