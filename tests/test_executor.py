@@ -148,6 +148,21 @@ def test_phase2_twice_fails_without_repeatable(case, stream):
 
 
 @pytest.mark.parametrize("case", OPS, indirect=True)
+def test_spent_executor_drops_its_plan_and_a_racing_phase2_fails_cleanly(case, stream):
+    """A run-once executor keeps no plan after its phase 2 (the queued work holds it); a
+    phase 2 that passed its checks before another thread spent the executor fails with
+    161002, not an exception."""
+    ws, executor = case.plan()
+    assert case.phase2(None, ws, executor, stream) == 0
+    assert executor.plan is None
+    assert acl.rt.synchronize_stream(stream) == 0
+    case.check()
+    executor.consumed = False  # as seen by a thread that checked before it was spent
+    assert case.phase2(None, ws, executor, stream) == aclnn.ACLNN_ERR_PARAM_INVALID
+    assert "already run or was destroyed" in aclnn.aclGetRecentErrMsg()
+
+
+@pytest.mark.parametrize("case", OPS, indirect=True)
 def test_phase2_twice_without_synchronize_in_between(case, stream):
     ws, executor = case.plan()
     assert case.phase2(None, ws, executor, stream) == 0

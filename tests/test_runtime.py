@@ -559,3 +559,19 @@ def test_ptr_to_numpy_with_a_junk_dtype_is_a_type_error(dtype):
             acl.util.ptr_to_numpy(ptr, (4,), dtype)
     finally:
         acl.rt.free(ptr)
+
+
+def test_device_heap_overlaps_counts_any_shared_byte():
+    """The C API rejects a host side of memcpy that shares a byte with device memory."""
+    from aclnn.acl._memory import device_heap
+
+    ptr, ret = acl.rt.malloc(64, acl.ACL_MEM_MALLOC_HUGE_FIRST)
+    assert ret == 0
+    try:
+        end = ptr + 64
+        assert device_heap.overlaps(ptr - 8, 16) and device_heap.overlaps(end - 1, 1)
+        assert device_heap.overlaps(ptr + 8, 8) and device_heap.overlaps(ptr - 64, 256)
+        assert not device_heap.overlaps(ptr - 16, 16) and not device_heap.overlaps(end, 8)
+    finally:
+        acl.rt.free(ptr)
+    assert not device_heap.overlaps(ptr, 64)

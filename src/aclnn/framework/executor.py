@@ -143,6 +143,9 @@ def execute(op: str, workspace, workspace_size, executor, stream) -> int:
         return _fail(ACLNN_ERR_PARAM_INVALID,
                      f"{op}: executor was built by {executor.op_name}GetWorkspaceSize.")
     plan = executor.plan
+    if plan is None:  # spent or destroyed by another thread since the check above
+        return _fail(ACLNN_ERR_PARAM_INVALID,
+                     f"{op}: executor has already run or was destroyed, got {executor!r}.")
     status = _check_workspace(op, workspace, workspace_size, plan.workspace_size)
     if status != ACLNN_SUCCESS:
         return status
