@@ -8,6 +8,7 @@ run as a user would run them (their own process, the SDK found through the rpath
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -55,6 +56,7 @@ def run_program(command: list, env: dict | None = None, timeout: int = TIMEOUT,
     return done
 
 
+@functools.cache
 def python_sample(module: str) -> str:
-    """What the Python sample `aclnn.samples.<module>` prints."""
+    """What the Python sample `aclnn.samples.<module>` prints (run once per session)."""
     return run_program([sys.executable, "-m", f"aclnn.samples.{module}"]).stdout

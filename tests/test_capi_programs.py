@@ -4,6 +4,7 @@ fails, and a sample under valgrind. The C programs are in tests/c."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -171,7 +172,7 @@ def test_sample_under_valgrind_has_no_invalid_access_in_our_code(programs, tmp_p
         ["valgrind", "--tool=memcheck", "--undef-value-errors=no", "--xml=yes",
          f"--xml-file={report}", str(programs["sample"])],
         capture_output=True, text=True, timeout=900,
-        env={**__import__("os").environ, "PYTHONMALLOC": "malloc"})
+        env={**os.environ, "PYTHONMALLOC": "malloc"})
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout == python_sample("smooth_l1_loss_backward")
     assert _own_errors(report, (sdk.LIBRARY, str(programs["sample"]))) == []
