@@ -1,4 +1,7 @@
-"""Session set-up: the runtime is initialised once, device 0 is set (SoC Ascend910B)."""
+"""Session set-up: the runtime is initialised once, device 0 is set (SoC Ascend910B).
+
+The suite's default contract is "documented" (the pages, SPEC §5-§8), which most tests
+check; tests of the library contract select it with the `use_contract` fixture."""
 
 import os
 
@@ -18,6 +21,7 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 def runtime():
     """Initialise the runtime and set device 0 for the whole session."""
     os.environ.pop("ACLNN_SOC", None)
+    os.environ["ACLNN_CONTRACT"] = "documented"
     assert acl.init() == 0
     assert acl.rt.set_device(0) == 0
     yield
@@ -36,6 +40,20 @@ def use_soc(monkeypatch):
 
     yield select
     monkeypatch.delenv("ACLNN_SOC", raising=False)
+    acl.rt.set_device(0)
+
+
+@pytest.fixture
+def use_contract(monkeypatch):
+    """Select a contract for one test: `use_contract("library")`; restored afterwards."""
+
+    def select(name: str) -> None:
+        monkeypatch.setenv("ACLNN_CONTRACT", name)
+        assert acl.rt.set_device(0) == 0
+        assert acl.get_contract() == name
+
+    yield select
+    monkeypatch.setenv("ACLNN_CONTRACT", "documented")
     acl.rt.set_device(0)
 
 

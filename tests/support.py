@@ -300,15 +300,19 @@ def run_two_phase(get_workspace_size, execute, *args, stream=None) -> int:
     if ret != 0:
         assert executor is None
         return ret
+    return run_phase_two(execute, ws_size, executor, stream)
+
+
+def run_phase_two(execute, ws_size: int, executor, stream=None) -> int:
+    """Phase 2 with a workspace of the size phase 1 reported (none when 0), then
+    synchronize; the first failing status."""
     workspace = None
     if ws_size > 0:
-        workspace, r = acl.rt.malloc(ws_size, acl.ACL_MEM_MALLOC_HUGE_FIRST)
-        assert r == 0
+        workspace, ret = acl.rt.malloc(ws_size, acl.ACL_MEM_MALLOC_HUGE_FIRST)
+        assert ret == 0
     try:
         ret = execute(workspace, ws_size, executor, stream)
-        if ret != 0:
-            return ret
-        return acl.rt.synchronize_stream(stream)
+        return ret if ret != 0 else acl.rt.synchronize_stream(stream)
     finally:
         if workspace is not None:
             acl.rt.free(workspace)

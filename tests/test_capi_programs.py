@@ -41,9 +41,12 @@ def programs(sdk_prefix, tmp_path_factory):
     }
 
 
+@pytest.mark.parametrize("contract", ["documented", "library"])
 @pytest.mark.parametrize("soc", ["Ascend910B", "Ascend950"])
-def test_every_function_valid_and_hostile(programs, soc):
-    done = run_program([programs["calls"], soc], env={"ACLNN_SOC": soc})
+def test_every_function_valid_and_hostile(programs, soc, contract):
+    """The program sets ACLNN_CONTRACT from its argument; a phase 2 with a NULL workspace
+    and a size releases the executor only under the library contract."""
+    done = run_program([programs["calls"], soc, contract], env={"ACLNN_SOC": soc})
     assert done.stdout.strip().endswith("checks passed") and int(done.stdout.split()[0]) > 200
 
 

@@ -654,3 +654,47 @@ def test_an_unwritable_destination_exits_2(tmp_path, option):
     done = aclnn("run", BASIC, option, blocker / "below")
     assert done.returncode == 2, done.stderr
     assert "aclnn run: cannot" in done.stderr and "Traceback" not in done.stderr
+
+
+# --- the two contracts --------------------------------------------------------------------
+
+def test_info_shows_the_contract():
+    assert "contract: documented" in aclnn("info").stdout  # the suite's environment
+    env = {k: v for k, v in os.environ.items() if k not in ("ACLNN_SOC", "ACLNN_CONTRACT")}
+    done = subprocess.run([str(ACLNN), "info"], capture_output=True, text=True, env=env,
+                          timeout=300)
+    assert "contract: library" in done.stdout  # the default
+
+
+def _pool_ceil_case():
+    """AvgPool 3x3, kernel 2, stride 2, ceilMode, countIncludePad, gradOutput all ones: the
+    cut window's cell gets 1 by the math, 1/4 from Ascend910's cube graph (ledger N1)."""
+    return {"id": "ceil", "aclnn_name": "AvgPool2dBackward",
+            "inputs": [tensor("gradOutput", "fp32", [1, 1, 2, 2], 1),
+                       tensor("self", "fp32", [1, 1, 3, 3], 0), *attrs("kernel_size", [2]),
+                       *attrs("stride", [2]), attr("ceil_mode", "bool", True)]}
+
+
+def test_run_contract_and_device_golden(tmp_path):
+    nine_d = {"id": "gelu-9d", "aclnn_name": "GeluBackwardV2",
+              "inputs": [tensor("gradOutput", "fp32", [1] * 9, 1),
+                         tensor("self", "fp32", [1] * 9, [-1, 1])]}
+    cases = write_cases(tmp_path / "c.json", [nine_d, _pool_ceil_case()])
+    done, report = run_report(tmp_path, cases, "--soc", "Ascend910")
+    assert report["contract"] == "documented" and report["golden"] == "truth"
+    assert [c["outcome"] for c in report["cases"]] == ["rejected", "pass"]
+    done, report = run_report(tmp_path, cases, "--soc", "Ascend910", "--contract", "library")
+    assert report["contract"] == "library"
+    assert [c["outcome"] for c in report["cases"]] == ["pass", "fail"]  # judged by the truth
+    save = tmp_path / "saved"
+    done, report = run_report(tmp_path, cases, "--soc", "Ascend910", "--contract", "library",
+                              "--golden", "device", "--save-dir", save)
+    assert done.returncode == 0, done.stdout
+    assert report["golden"] == "device"
+    folder = save / "case_0001_ceil"
+    output, golden = np.load(folder / "output.npy"), np.load(folder / "golden.npy")
+    assert golden.dtype == np.float32 and np.array_equal(output, golden)
+    assert golden[0, 0, 2, 2] == 0.25
+    # documented results judged against the device's: the cut window differs
+    done, report = run_report(tmp_path, cases, "--soc", "Ascend910", "--golden", "device")
+    assert [c["outcome"] for c in report["cases"]] == ["rejected", "fail"]

@@ -95,6 +95,7 @@ class Pending:
     out: DeviceTensor
     arrays: list = field(default_factory=list)
     freed: set = field(default_factory=set)
+    workspace: int | None = None
 
     def finish(self) -> bytes:
         """After synchronize: the output allocation's bytes (guards included), read once
@@ -129,7 +130,9 @@ class Pending:
                 acl.rt.free(d.ptr)
         for arr in self.arrays:
             aclnn.aclDestroyIntArray(arr)
-        self.devs, self.arrays = [], []
+        if self.workspace is not None:
+            acl.rt.free(self.workspace)
+        self.devs, self.arrays, self.workspace = [], [], None
 
 
 def _device(array: np.ndarray, fmt=aclnn.ACL_FORMAT_ND) -> DeviceTensor:
@@ -185,8 +188,10 @@ def enqueue(spec: Spec, stream) -> Pending:
     pending = Pending(spec, devs, out, arrays)
     ws, executor, ret = getattr(aclnn, f"aclnn{spec.op}GetWorkspaceSize")(*args)
     assert ret == 0, (spec, aclnn.aclGetRecentErrMsg())
-    assert ws == 0
-    assert getattr(aclnn, f"aclnn{spec.op}")(None, ws, executor, stream) == 0, spec
+    if ws:  # the graph's intermediates (broadcasts, casts): held until the work has run
+        pending.workspace, ret = acl.rt.malloc(ws, acl.ACL_MEM_MALLOC_HUGE_FIRST)
+        assert ret == 0
+    assert getattr(aclnn, f"aclnn{spec.op}")(pending.workspace, ws, executor, stream) == 0, spec
     return pending
 
 
@@ -572,9 +577,13 @@ def test_large_inputs_identical_across_runs_and_numba_thread_counts(op, dt, layo
     stream, _ = acl.rt.create_stream()
     default_threads = numba.get_num_threads()
     images = []
+    workspace = None
     try:
         ws, executor, ret = getattr(aclnn, f"aclnn{op}GetWorkspaceSize")(*args)
         assert ret == 0, aclnn.aclGetRecentErrMsg()
+        if ws:
+            workspace, ret = acl.rt.malloc(ws, acl.ACL_MEM_MALLOC_HUGE_FIRST)
+            assert ret == 0
         assert aclnn.aclSetAclOpExecutorRepeatable(executor) == 0
         for threads in (default_threads, default_threads, 1, 1):
             numba.set_num_threads(threads)
@@ -582,7 +591,7 @@ def test_large_inputs_identical_across_runs_and_numba_thread_counts(op, dt, layo
             # Poison the output, so a run that wrote nothing cannot pass.
             ret = acl.rt.memset(out.ptr + GUARD_BYTES, out.nbytes, 0xEE, out.nbytes)
             assert ret == 0
-            assert getattr(aclnn, f"aclnn{op}")(None, ws, executor, stream) == 0
+            assert getattr(aclnn, f"aclnn{op}")(workspace, ws, executor, stream) == 0
             assert acl.rt.synchronize_stream(stream) == 0, aclnn.aclGetRecentErrMsg()
             images.append(out.image())
         assert aclnn.aclDestroyAclOpExecutor(executor) == 0
@@ -591,6 +600,8 @@ def test_large_inputs_identical_across_runs_and_numba_thread_counts(op, dt, layo
     finally:
         numba.set_num_threads(default_threads)
         acl.rt.destroy_stream(stream)
+        if workspace is not None:
+            acl.rt.free(workspace)
         for d in devs:
             d.free()
         for a in arrays:

@@ -10,6 +10,7 @@ import pytest
 
 import aclnn
 from aclnn import acl
+from support import run_phase_two
 
 FLOAT = 0
 ND = 2
@@ -90,8 +91,7 @@ def test_spec_example_view_selects_the_documented_elements(alloc, created):
     assert None not in (x, g, tg, out)
     ws, ex, ret = aclnn.aclnnL1LossBackwardGetWorkspaceSize(g, x, tg, 0, out)
     assert ret == 0, aclnn.aclGetRecentErrMsg()
-    assert aclnn.aclnnL1LossBackward(None, ws, ex, None) == 0
-    assert acl.rt.synchronize_stream(None) == 0
+    assert run_phase_two(aclnn.aclnnL1LossBackward, ws, ex) == 0
     got = acl.util.ptr_to_numpy(o_ptr, (6, 5), np.float32).copy()
     view = storage.reshape(-1)[22:].copy()
     expected = np.sign(np.lib.stride_tricks.as_strided(view, (6, 5), (40, 4)))
@@ -213,8 +213,7 @@ def test_tensor_does_not_copy_data(alloc, created):
     assert ret == 0
     ws, ex, ret = aclnn.aclnnL1LossBackwardGetWorkspaceSize(g, x, z, 0, o)
     assert ret == 0, aclnn.aclGetRecentErrMsg()
-    assert aclnn.aclnnL1LossBackward(None, ws, ex, None) == 0
-    assert acl.rt.synchronize_stream(None) == 0
+    assert run_phase_two(aclnn.aclnnL1LossBackward, ws, ex) == 0
     assert (acl.util.ptr_to_numpy(o_ptr, (4,), np.float32) == 1.0).all()
 
 

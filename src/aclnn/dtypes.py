@@ -9,8 +9,10 @@ import numpy as np
 
 
 class aclDataType(IntEnum):  # noqa: N801 - the CANN name
-    """`aclDataType`: element types of an aclTensor."""
+    """`aclDataType`: element types of an aclTensor. ACL_DT_UNDEFINED is accepted by
+    aclCreateTensor (as the library does); every operator then rejects it (161002)."""
 
+    ACL_DT_UNDEFINED = -1
     ACL_FLOAT = 0
     ACL_FLOAT16 = 1
     ACL_INT8 = 2
@@ -54,7 +56,7 @@ ITEMSIZE = {
     D.ACL_FLOAT: 4, D.ACL_FLOAT16: 2, D.ACL_INT8: 1, D.ACL_INT32: 4, D.ACL_UINT8: 1,
     D.ACL_INT16: 2, D.ACL_UINT16: 2, D.ACL_UINT32: 4, D.ACL_INT64: 8, D.ACL_UINT64: 8,
     D.ACL_DOUBLE: 8, D.ACL_BOOL: 1, D.ACL_COMPLEX64: 8, D.ACL_COMPLEX128: 16, D.ACL_BF16: 2,
-    D.ACL_COMPLEX32: 4,
+    D.ACL_COMPLEX32: 4, D.ACL_DT_UNDEFINED: 1,
 }
 
 NUMPY_DTYPE = {
@@ -72,7 +74,7 @@ NUMPY_DTYPE = {
 ACL_DTYPE = {np_dtype: acl for acl, np_dtype in NUMPY_DTYPE.items()
              if acl != D.ACL_COMPLEX32}  # NumPy dtype -> aclDataType (no complex32 in NumPy)
 
-_DT_NAMES = {D.ACL_FLOAT: "DT_FLOAT", D.ACL_BF16: "DT_BF16"}
+_DT_NAMES = {D.ACL_FLOAT: "DT_FLOAT", D.ACL_BF16: "DT_BF16", D.ACL_DT_UNDEFINED: "DT_UNDEFINED"}
 
 
 def dtype_name(dtype: int) -> str:

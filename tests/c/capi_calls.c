@@ -2,9 +2,15 @@
  * Every exported function of the C API, called with valid and hostile arguments (NULL,
  * junk and destroyed handles and pointers, wrong memcpy kinds and sizes, bad
  * attributes); each status, each output and the message aclGetRecentErrMsg gives are
- * checked. Prints "N checks passed" and exits 0, or lists each failure and exits 1.
+ * checked. Every phase 2 meant to run gets a workspace of the size its phase 1 reported;
+ * the workspace checks themselves (size, NULL, and what each contract does with the
+ * executor after a NULL workspace) are in workspace_calls. Prints "N checks passed" and
+ * exits 0, or lists each failure and exits 1.
  *
- * argv[1]: the SoC aclrtGetSocName must report.
+ * argv[1]: the SoC aclrtGetSocName must report (the test selects it with ACLNN_SOC);
+ * argv[2], optional: the contract, "library" or "documented", set as ACLNN_CONTRACT
+ * before the first call (the runtime reads its environment when it starts); without it,
+ * ACLNN_CONTRACT as inherited (unset: library).
  */
 #include <math.h>
 #include <stdint.h>
@@ -49,6 +55,39 @@ static void expect(int line, const char *call, int status, int want, const char 
 
 #define JUNK(type) ((type)(uintptr_t)0x1234)
 #define DEVICE_BYTES 64
+#define KERNEL_SCRATCH_950 ((uint64_t)16 << 20) /* Ascend950's elementwise tiling workspace */
+
+/* Phase 2 as a caller runs it: a workspace of the `size` phase 1 reported (none for 0),
+ * from aclrtMalloc; it stays allocated until free_workspaces(), once the work has run. */
+#define MAX_WORKSPACES 16
+#define RUN(phase_two, size, executor, stream) \
+    phase_two(new_workspace(__LINE__, (size)), (size), (executor), (stream))
+
+static void *workspaces[MAX_WORKSPACES];
+static int workspace_count;
+
+static void *new_workspace(int line, uint64_t size)
+{
+    void *memory = NULL;
+    if (size == 0) {
+        return NULL;
+    }
+    check(line, workspace_count < MAX_WORKSPACES &&
+                    aclrtMalloc(&memory, size, ACL_MEM_MALLOC_HUGE_FIRST) == ACL_SUCCESS,
+          "a workspace from aclrtMalloc");
+    if (memory != NULL) {
+        workspaces[workspace_count++] = memory;
+    }
+    return memory;
+}
+
+/* After the streams the workspaces were used on were synchronised. */
+static void free_workspaces(void)
+{
+    while (workspace_count > 0) {
+        EXPECT(aclrtFree(workspaces[--workspace_count]), ACL_SUCCESS, NULL);
+    }
+}
 
 static aclTensor *tensor_2x2(void *data, aclDataType dtype, aclFormat format)
 {
@@ -75,6 +114,23 @@ static void runtime_calls(const char *soc)
     EXPECT(aclrtGetDeviceCount(&count), ACL_SUCCESS, NULL);
     CHECK(count == 8);
     CHECK(aclrtGetSocName() != NULL && strcmp(aclrtGetSocName(), soc) == 0);
+    { /* ACLNN_SOC and ACLNN_CONTRACT are read at aclrtSetDevice, even when set after aclInit */
+        const char *other = strcmp(soc, "Ascend950") == 0 ? "Ascend910" : "Ascend950";
+        const char *was = getenv("ACLNN_CONTRACT");
+        char saved[32] = "";
+        if (was != NULL) {
+            snprintf(saved, sizeof saved, "%s", was);
+        }
+        CHECK(setenv("ACLNN_SOC", other, 1) == 0 && setenv("ACLNN_CONTRACT", "pages", 1) == 0);
+        EXPECT(aclrtSetDevice(0), ACL_ERROR_INVALID_PARAM, "ACLNN_CONTRACT");
+        CHECK(was != NULL ? setenv("ACLNN_CONTRACT", saved, 1) == 0
+                          : unsetenv("ACLNN_CONTRACT") == 0);
+        EXPECT(aclrtSetDevice(0), ACL_SUCCESS, NULL);
+        CHECK(strcmp(aclrtGetSocName(), other) == 0);
+        CHECK(setenv("ACLNN_SOC", soc, 1) == 0);
+        EXPECT(aclrtSetDevice(0), ACL_SUCCESS, NULL);
+        CHECK(strcmp(aclrtGetSocName(), soc) == 0);
+    }
     EXPECT(aclrtCreateStream(NULL), ACL_ERROR_INVALID_PARAM, "stream");
     EXPECT(aclrtCreateStream(&stream), ACL_SUCCESS, NULL);
     CHECK(stream != NULL);
@@ -320,11 +376,11 @@ static double gelu_grad(double x)
     return 0.5 * (1.0 + erf(x / sqrt(2.0))) + x * exp(-0.5 * x * x) / sqrt(2.0 * M_PI);
 }
 
-static void operator_calls(void)
+static void operator_calls(const char *soc, int library)
 {
     const float self[4] = {0, 1, 2, 5};
     const int64_t two[2] = {2, 2}, zero[2] = {0, 0};
-    uint64_t size = 99;
+    uint64_t size = 99, other_size = 99;
     aclOpExecutor *executor = NULL, *other = NULL;
     aclrtStream stream = NULL;
     aclIntArray *kernel = aclCreateIntArray(two, 2), *padding = aclCreateIntArray(zero, 2);
@@ -338,11 +394,14 @@ static void operator_calls(void)
 
     /* SmoothL1LossBackward: a run, then every kind of bad argument */
     EXPECT(aclnnSmoothL1LossBackwardGetWorkspaceSize(g, x, y, 0, 1.0f, out, &size, &executor), ACLNN_SUCCESS, NULL);
-    CHECK(size == 0 && executor != NULL);
-    EXPECT(aclnnSmoothL1LossBackward(NULL, size, executor, stream), ACLNN_SUCCESS, NULL);
+    CHECK(executor != NULL);
+    /* Ascend950's kernel has a 16 MiB tiling workspace; elsewhere same-shape contiguous
+     * FLOAT inputs need none */
+    CHECK(strcmp(soc, "Ascend950") == 0 ? size >= KERNEL_SCRATCH_950 : size == 0);
+    EXPECT(RUN(aclnnSmoothL1LossBackward, size, executor, stream), ACLNN_SUCCESS, NULL);
     EXPECT(aclrtSynchronizeStream(stream), ACL_SUCCESS, NULL);
     CHECK(result_is(&t, -1, 0, 1, 1));
-    EXPECT(aclnnSmoothL1LossBackward(NULL, 0, executor, stream), ACLNN_ERR_PARAM_INVALID, "already run");
+    EXPECT(RUN(aclnnSmoothL1LossBackward, size, executor, stream), ACLNN_ERR_PARAM_INVALID, "already run");
     EXPECT(aclnnSmoothL1LossBackwardGetWorkspaceSize(g, x, y, 5, 1.0f, out, &size, &executor),
            ACLNN_ERR_PARAM_INVALID, "reduction");
     MESSAGE_HAS("got 5");
@@ -359,22 +418,25 @@ static void operator_calls(void)
     EXPECT(aclnnSmoothL1LossBackward(NULL, 0, NULL, stream), ACLNN_ERR_PARAM_NULLPTR, "executor");
     EXPECT(aclnnSmoothL1LossBackward(NULL, 0, JUNK(aclOpExecutor *), stream), ACLNN_ERR_PARAM_INVALID, "executor");
     EXPECT(aclnnSmoothL1LossBackwardGetWorkspaceSize(g, x, y, 2, 1.0f, out, &size, &executor), ACLNN_SUCCESS, NULL);
-    EXPECT(aclnnSmoothL1LossBackward(NULL, 0, executor, JUNK(aclrtStream)), ACLNN_ERR_PARAM_INVALID, "stream");
-    EXPECT(aclnnL1LossBackward(NULL, 0, executor, stream), ACLNN_ERR_PARAM_INVALID, "built by");
-    EXPECT(aclnnSmoothL1LossBackward(NULL, 0, executor, NULL), ACLNN_SUCCESS, NULL); /* default stream */
+    EXPECT(RUN(aclnnSmoothL1LossBackward, size, executor, JUNK(aclrtStream)), ACLNN_ERR_PARAM_INVALID, "stream");
+    EXPECT(RUN(aclnnL1LossBackward, size, executor, stream), ACLNN_ERR_PARAM_INVALID, "built by");
+    EXPECT(RUN(aclnnSmoothL1LossBackward, size, executor, NULL), ACLNN_SUCCESS, NULL); /* default stream */
     EXPECT(aclrtSynchronizeStream(NULL), ACL_SUCCESS, NULL);
+    EXPECT(aclrtSynchronizeStream(stream), ACL_SUCCESS, NULL);
+    free_workspaces();
 
     /* L1LossBackward, mean; a repeatable executor */
     EXPECT(aclnnL1LossBackwardGetWorkspaceSize(g, x, NULL, 1, out, &size, &executor), ACLNN_ERR_PARAM_NULLPTR,
            "target");
     EXPECT(aclnnL1LossBackwardGetWorkspaceSize(g, x, y, 1, out, &size, &executor), ACLNN_SUCCESS, NULL);
     EXPECT(aclSetAclOpExecutorRepeatable(executor), ACLNN_SUCCESS, NULL);
-    EXPECT(aclnnL1LossBackward(NULL, 0, executor, stream), ACLNN_SUCCESS, NULL);
-    EXPECT(aclnnL1LossBackward(NULL, 0, executor, stream), ACLNN_SUCCESS, NULL);
+    EXPECT(RUN(aclnnL1LossBackward, size, executor, stream), ACLNN_SUCCESS, NULL);
+    EXPECT(RUN(aclnnL1LossBackward, size, executor, stream), ACLNN_SUCCESS, NULL);
     EXPECT(aclrtSynchronizeStream(stream), ACL_SUCCESS, NULL);
     CHECK(result_is(&t, -0.25, 0, 0.25, 0.25));
     EXPECT(aclDestroyAclOpExecutor(executor), ACLNN_SUCCESS, NULL);
-    EXPECT(aclnnL1LossBackward(NULL, 0, executor, stream), ACLNN_ERR_PARAM_INVALID, "destroyed");
+    EXPECT(RUN(aclnnL1LossBackward, size, executor, stream), ACLNN_ERR_PARAM_INVALID, "destroyed");
+    free_workspaces();
     EXPECT(aclDestroyAclOpExecutor(executor), ACLNN_ERR_PARAM_INVALID, "destroyed");
     EXPECT(aclSetAclOpExecutorRepeatable(NULL), ACLNN_ERR_PARAM_NULLPTR, "executor");
     EXPECT(aclSetAclOpExecutorRepeatable(JUNK(aclOpExecutor *)), ACLNN_ERR_PARAM_INVALID, "executor");
@@ -388,8 +450,9 @@ static void operator_calls(void)
     EXPECT(aclnnGeluBackwardV2GetWorkspaceSize(g, x, JUNK(char *), out, &size, &executor),
            ACLNN_ERR_PARAM_INVALID, "not readable memory");
     EXPECT(aclnnGeluBackwardV2GetWorkspaceSize(g, x, approximate, out, &size, &executor), ACLNN_SUCCESS, NULL);
-    EXPECT(aclnnGeluBackwardV2(NULL, size, executor, stream), ACLNN_SUCCESS, NULL);
+    EXPECT(RUN(aclnnGeluBackwardV2, size, executor, stream), ACLNN_SUCCESS, NULL);
     EXPECT(aclrtSynchronizeStream(stream), ACL_SUCCESS, NULL);
+    free_workspaces();
     {
         const double want[4] = {gelu_grad(0), gelu_grad(1), gelu_grad(2), gelu_grad(5)};
         CHECK(result_near(&t, want, 1e-6));
@@ -413,14 +476,20 @@ static void operator_calls(void)
         EXPECT(aclnnAvgPool2dBackwardGetWorkspaceSize(grad, input, kernel, NULL, padding, false, true, 0, 9,
                                                       result, &size, &executor),
                ACLNN_ERR_PARAM_INVALID, "cubeMathType");
+        /* the pages limit divisorOverride to [-255, 255]; the library on Ascend910B and
+         * Ascend950 takes any int64 */
         EXPECT(aclnnAvgPool2dBackwardGetWorkspaceSize(grad, input, kernel, NULL, padding, false, true, 300, 1,
                                                       result, &size, &executor),
-               ACLNN_ERR_PARAM_INVALID, "divisorOverride");
+               library ? ACLNN_SUCCESS : ACLNN_ERR_PARAM_INVALID, library ? NULL : "divisorOverride");
+        if (library) {
+            EXPECT(aclDestroyAclOpExecutor(executor), ACLNN_SUCCESS, NULL);
+        }
         EXPECT(aclnnAvgPool2dBackwardGetWorkspaceSize(grad, input, kernel, NULL, padding, false, true, 0, 1,
                                                       result, &size, &executor),
                ACLNN_SUCCESS, NULL);
-        EXPECT(aclnnAvgPool2dBackward(NULL, size, executor, stream), ACLNN_SUCCESS, NULL);
+        EXPECT(RUN(aclnnAvgPool2dBackward, size, executor, stream), ACLNN_SUCCESS, NULL);
         EXPECT(aclrtSynchronizeStream(stream), ACL_SUCCESS, NULL);
+        free_workspaces();
         CHECK(result_is(&t, 0.25, 0.25, 0.25, 0.25));
         aclDestroyTensor(grad);
         aclDestroyTensor(input);
@@ -429,11 +498,12 @@ static void operator_calls(void)
 
     /* a tensor destroyed between the phases, and one destroyed before the work ran */
     EXPECT(aclnnSmoothL1LossBackwardGetWorkspaceSize(g, x, y, 0, 1.0f, out, &size, &executor), ACLNN_SUCCESS, NULL);
-    EXPECT(aclnnL1LossBackwardGetWorkspaceSize(g, x, y, 0, out, &size, &other), ACLNN_SUCCESS, NULL);
-    EXPECT(aclnnL1LossBackward(NULL, 0, other, stream), ACLNN_SUCCESS, NULL);
+    EXPECT(aclnnL1LossBackwardGetWorkspaceSize(g, x, y, 0, out, &other_size, &other), ACLNN_SUCCESS, NULL);
+    EXPECT(RUN(aclnnL1LossBackward, other_size, other, stream), ACLNN_SUCCESS, NULL);
     EXPECT(aclDestroyTensor(y), ACLNN_SUCCESS, NULL);
-    EXPECT(aclnnSmoothL1LossBackward(NULL, 0, executor, stream), ACLNN_ERR_PARAM_INVALID, "destroyed");
+    EXPECT(RUN(aclnnSmoothL1LossBackward, size, executor, stream), ACLNN_ERR_PARAM_INVALID, "destroyed");
     EXPECT(aclrtSynchronizeStream(stream), ACLNN_ERR_RUNTIME_ERROR, "destroyed");
+    free_workspaces();
     EXPECT(aclnnSmoothL1LossBackwardGetWorkspaceSize(g, x, y, 0, 1.0f, out, &size, &executor),
            ACLNN_ERR_PARAM_INVALID, "destroyed");
     t.tensor[2] = NULL;
@@ -444,12 +514,101 @@ static void operator_calls(void)
     free_tensors(&t);
 }
 
+/* The workspace phase 2 needs: the size phase 1 reported, no less, at a live allocation of
+ * that size; a NULL workspace with a size fails, and `library` (CANN's CommonOpExecutorRun)
+ * then releases the executor, where the documented contract keeps it for a retry. An
+ * L1LossBackward whose target (1, 2) is broadcast to (2, 2) needs a workspace on every SoC
+ * (its BroadcastTo output). */
+static void workspace_calls(const char *soc, int library)
+{
+    const float self[4] = {0, 1, 2, 5};
+    const int64_t row[2] = {1, 2};
+    const int ascend950 = strcmp(soc, "Ascend950") == 0;
+    uint64_t size = 0;
+    aclOpExecutor *executor = NULL;
+    aclrtStream stream = NULL;
+    void *small = NULL;
+    char needed[64];
+    Tensors t;
+    aclTensor *g, *x, *y, *row_target, *out;
+
+    make_tensors(&t, self);
+    g = t.tensor[0], x = t.tensor[1], y = t.tensor[2], out = t.tensor[3];
+    row_target = aclCreateTensor(row, 2, ACL_FLOAT, NULL, 0, ACL_FORMAT_NCHW, row, 2, t.memory[2]);
+    CHECK(row_target != NULL);
+    EXPECT(aclrtCreateStream(&stream), ACL_SUCCESS, NULL);
+    EXPECT(aclrtMalloc(&small, 64, ACL_MEM_MALLOC_HUGE_FIRST), ACL_SUCCESS, NULL);
+
+    /* SmoothL1 on Ascend950: the kernel's 16 MiB tiling workspace, and not a byte less */
+    EXPECT(aclnnSmoothL1LossBackwardGetWorkspaceSize(g, x, y, 0, 1.0f, out, &size, &executor), ACLNN_SUCCESS, NULL);
+    CHECK(ascend950 ? size >= KERNEL_SCRATCH_950 : size == 0);
+    if (size > 0) {
+        snprintf(needed, sizeof needed, "workspaceSize must be >= %llu", (unsigned long long)size);
+        EXPECT(aclnnSmoothL1LossBackward(new_workspace(__LINE__, size), size - 1, executor, stream),
+               ACLNN_ERR_PARAM_INVALID, needed);
+    }
+    EXPECT(aclrtMemset(t.memory[3], 16, 0, 16), ACL_SUCCESS, NULL);
+    EXPECT(RUN(aclnnSmoothL1LossBackward, size, executor, stream), ACLNN_SUCCESS, NULL);
+    EXPECT(aclrtSynchronizeStream(stream), ACL_SUCCESS, NULL);
+    CHECK(result_is(&t, -1, 0, 1, 1));
+    free_workspaces();
+
+    /* L1 with a broadcast target: too small a size or allocation is refused, and the
+     * executor still runs with the right ones */
+    EXPECT(aclnnL1LossBackwardGetWorkspaceSize(g, x, row_target, 0, out, &size, &executor), ACLNN_SUCCESS, NULL);
+    CHECK(size > 0 && (!ascend950 || size >= KERNEL_SCRATCH_950));
+    snprintf(needed, sizeof needed, "workspaceSize must be >= %llu", (unsigned long long)size);
+    EXPECT(aclnnL1LossBackward(new_workspace(__LINE__, size), size - 1, executor, stream), ACLNN_ERR_PARAM_INVALID,
+           needed);
+    EXPECT(aclnnL1LossBackward(new_workspace(__LINE__, size), 0, executor, stream), ACLNN_ERR_PARAM_INVALID,
+           needed);
+    EXPECT(aclnnL1LossBackward(small, size, executor, stream), ACLNN_ERR_PARAM_INVALID,
+           "not a live device allocation");
+    EXPECT(aclnnL1LossBackward(JUNK(void *), size, executor, stream), ACLNN_ERR_PARAM_INVALID,
+           "not a live device allocation");
+    EXPECT(aclrtMemset(t.memory[3], 16, 0, 16), ACL_SUCCESS, NULL);
+    EXPECT(RUN(aclnnL1LossBackward, size, executor, stream), ACLNN_SUCCESS, NULL);
+    EXPECT(aclrtSynchronizeStream(stream), ACL_SUCCESS, NULL);
+    CHECK(result_is(&t, -1, 0, 1, 1));
+    free_workspaces();
+
+    /* NULL workspace, workspaceSize > 0: 161001 in both contracts; then the executor is
+     * gone (library) or runs when given its workspace (documented) */
+    EXPECT(aclnnL1LossBackwardGetWorkspaceSize(g, x, row_target, 0, out, &size, &executor), ACLNN_SUCCESS, NULL);
+    EXPECT(aclnnL1LossBackward(NULL, size, executor, stream), ACLNN_ERR_PARAM_NULLPTR, "workspace");
+    EXPECT(aclrtMemset(t.memory[3], 16, 0, 16), ACL_SUCCESS, NULL);
+    if (library) {
+        EXPECT(RUN(aclnnL1LossBackward, size, executor, stream), ACLNN_ERR_PARAM_INVALID, "destroyed");
+        EXPECT(aclDestroyAclOpExecutor(executor), ACLNN_ERR_PARAM_INVALID, "destroyed");
+        EXPECT(aclrtSynchronizeStream(stream), ACL_SUCCESS, NULL);
+        CHECK(result_is(&t, 0, 0, 0, 0)); /* nothing ran */
+    } else {
+        EXPECT(RUN(aclnnL1LossBackward, size, executor, stream), ACLNN_SUCCESS, NULL);
+        EXPECT(aclrtSynchronizeStream(stream), ACL_SUCCESS, NULL);
+        CHECK(result_is(&t, -1, 0, 1, 1));
+    }
+    free_workspaces();
+
+    EXPECT(aclrtFree(small), ACL_SUCCESS, NULL);
+    EXPECT(aclrtDestroyStream(stream), ACL_SUCCESS, NULL);
+    EXPECT(aclDestroyTensor(row_target), ACLNN_SUCCESS, NULL);
+    free_tensors(&t);
+}
+
 int main(int argc, char **argv)
 {
-    runtime_calls(argc > 1 ? argv[1] : "Ascend910B");
+    const char *soc = argc > 1 ? argv[1] : "Ascend910B", *contract;
+    int library;
+    if (argc > 2 && setenv("ACLNN_CONTRACT", argv[2], 1) != 0) {
+        return 2;
+    }
+    contract = getenv("ACLNN_CONTRACT"); /* unset or empty: the default, library */
+    library = contract == NULL || *contract == '\0' || strcmp(contract, "library") == 0;
+    runtime_calls(soc);
     memory_calls();
     object_calls();
-    operator_calls();
+    operator_calls(soc, library);
+    workspace_calls(soc, library);
     EXPECT(aclnnFinalize(), ACLNN_SUCCESS, NULL);
     EXPECT(aclrtResetDevice(0), ACL_SUCCESS, NULL);
     EXPECT(aclFinalize(), ACL_SUCCESS, NULL);

@@ -8,7 +8,7 @@ from __future__ import annotations
 from . import rt, util
 from ._codes import *  # noqa: F403 - the pyACL constants live on `acl`
 from ._codes import ACL_ERROR_REPEAT_FINALIZE, ACL_ERROR_REPEAT_INITIALIZE, ACL_SUCCESS
-from ._device import state
+from ._device import CONTRACTS, state
 from ._errmsg import get_recent_error, set_recent_error
 from ._memory import device_heap, host_arrays, host_heap
 from ._streams import streams
@@ -58,6 +58,26 @@ def get_soc_name() -> str:
     'Ascend910B'
     """
     return state.soc_name
+
+
+def get_contract() -> str:
+    """The contract the operators answer by: "library" (what the real library does on the
+    SoC, the default) or "documented" (the pages); ACLNN_CONTRACT at set_device.
+
+    >>> acl.get_contract()
+    'library'
+    """
+    return state.contract
+
+
+def set_contract(name: str) -> None:
+    """Switch the contract in this process (tests, notebooks); ValueError for an unknown name.
+
+    >>> acl.set_contract("documented")
+    """
+    if name not in CONTRACTS:
+        raise ValueError(f"set_contract: name must be one of {list(CONTRACTS)}, got {name!r}")
+    state.contract = name
 
 
 def get_recent_err_msg() -> str:

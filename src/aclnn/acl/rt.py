@@ -7,7 +7,16 @@ from collections.abc import Callable
 import numpy as np
 
 from . import _codes as c
-from ._device import DEVICE_COUNT, SOC_ENV, SOC_NAMES, soc_from_environment, state
+from ._device import (
+    CONTRACT_ENV,
+    CONTRACTS,
+    DEVICE_COUNT,
+    SOC_ENV,
+    SOC_NAMES,
+    contract_from_environment,
+    soc_from_environment,
+    state,
+)
 from ._errmsg import set_recent_error
 from ._memory import Region, device_heap, find_host, host_heap
 from ._streams import streams
@@ -25,7 +34,8 @@ def _is_int(value) -> bool:
 # --- devices -----------------------------------------------------------------------------
 
 def set_device(device_id: int) -> int:
-    """Make `device_id` current; (re)reads the SoC from the ACLNN_SOC environment variable.
+    """Make `device_id` current; (re)reads the SoC from ACLNN_SOC and the contract (SPEC §14:
+    "library", the default, or "documented") from ACLNN_CONTRACT.
 
     >>> ret = acl.rt.set_device(0)
     """
@@ -36,9 +46,14 @@ def set_device(device_id: int) -> int:
     if soc is None:
         return _fail(c.ACL_ERROR_INVALID_PARAM,
                      f"set_device: {SOC_ENV} must be one of {list(SOC_NAMES)}")
+    contract = contract_from_environment()
+    if contract is None:
+        return _fail(c.ACL_ERROR_INVALID_PARAM,
+                     f"set_device: {CONTRACT_ENV} must be one of {list(CONTRACTS)}")
     with state.lock:
         state.device = int(device_id)
         state.soc_name = soc
+        state.contract = contract
     return c.ACL_SUCCESS
 
 

@@ -13,7 +13,9 @@ internal-error status with a message, never an exception escaping into C.
 
 from __future__ import annotations
 
+import ctypes
 import mmap
+import os
 import threading
 from collections.abc import Callable
 
@@ -22,6 +24,7 @@ import numpy as np
 from .. import acl
 from ..acl import _codes as rt_codes
 from ..acl import rt
+from ..acl._device import CONTRACT_ENV, SOC_ENV
 from ..acl._errmsg import get_recent_error, set_recent_error
 from ..acl._memory import Region, device_heap, raw_host_region
 from ..codes import ACLNN_ERR_INNER, ACLNN_ERR_PARAM_NULLPTR, ACLNN_SUCCESS
@@ -205,9 +208,23 @@ def aclnn_py_finalize() -> int:
     return acl.finalize()
 
 
+def _sync_environment(*names: str) -> None:
+    """Copy the C program's current values of `names` into os.environ (Python's copy was
+    taken when the interpreter started; the program may have called setenv since)."""
+    libc = ctypes.CDLL(None)
+    libc.getenv.restype = ctypes.c_char_p
+    for name in names:
+        value = libc.getenv(name.encode())
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value.decode(errors="replace")
+
+
 @export(RUNTIME_ERROR)
 def aclnn_py_set_device(device_id: int) -> int:
-    """aclrtSetDevice."""
+    """aclrtSetDevice: reads ACLNN_SOC and ACLNN_CONTRACT from the program's environment."""
+    _sync_environment(SOC_ENV, CONTRACT_ENV)
     return rt.set_device(device_id)
 
 

@@ -173,17 +173,9 @@ def _shares_memory(a: aclTensor, b: aclTensor) -> bool:
         return True
 
 
-def output_memory(op: str, out_name: str, out: aclTensor, in_place: bool, **inputs) -> None:
-    """161002 if the output's elements overlap each other, or if it shares memory with an
-    input other than as the very same view (which `in_place` allows: elementwise
-    operators read each element before writing it). Otherwise the result would depend on
-    the order of the writes."""
-    if out.numel == 0:
-        return
-    if _self_overlapping(out):
-        raise ParamInvalidError(
-            f"{op}: {out_name}'s elements must not overlap each other, got strides "
-            f"{list(out.strides)} over shape {list(out.view_shape)}.")
+def _overlapping_input(out: aclTensor, in_place: bool, inputs: dict) -> str | None:
+    """The name of the first input sharing memory with `out` (other than as the very same
+    view, when `in_place`), or None."""
     for name, tensor in inputs.items():
         a, b = tensor.region, out.region
         if tensor.numel == 0 or a.addr + a.size <= b.addr or b.addr + b.size <= a.addr:
@@ -191,7 +183,35 @@ def output_memory(op: str, out_name: str, out: aclTensor, in_place: bool, **inpu
         if in_place and _same_view(tensor, out):
             continue
         if _shares_memory(tensor, out):
-            allowed = " unless it is the very same view (in place)" if in_place else ""
-            raise ParamInvalidError(
-                f"{op}: {out_name} must not share memory with {name}{allowed}; got "
-                f"{out_name} {out!r} and {name} {tensor!r}.")
+            return name
+    return None
+
+
+def output_aliases(out: aclTensor, **inputs) -> bool:
+    """Whether `out` shares memory with an input other than as the very same view."""
+    return out.numel > 0 and _overlapping_input(out, True, inputs) is not None
+
+
+def output_memory(op: str, out_name: str, out: aclTensor, in_place: bool, library: bool = False,
+                  **inputs) -> None:
+    """161002 if the output's elements overlap each other, or (unless `library`) if it
+    shares memory with an input other than as the very same view (which `in_place`
+    allows: elementwise operators read each element before writing it). Otherwise the
+    result would depend on the order of the writes. The library computes into its own
+    buffer and copies the result into the output (ViewCopy), so there an output may
+    share memory with its inputs (ledger C14)."""
+    if out.numel == 0:
+        return
+    if _self_overlapping(out):
+        raise ParamInvalidError(
+            f"{op}: {out_name}'s elements must not overlap each other, got strides "
+            f"{list(out.strides)} over shape {list(out.view_shape)}.")
+    if library:
+        return
+    name = _overlapping_input(out, in_place, inputs)
+    if name is not None:
+        allowed = " unless it is the very same view (in place)" if in_place else ""
+        raise ParamInvalidError(
+            f"{op}: {out_name} must not share memory with {name}{allowed}; got "
+            f"{out_name} {out!r} and {name} {inputs[name]!r}.")
+

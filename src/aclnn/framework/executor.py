@@ -19,6 +19,7 @@ from ..acl._errmsg import set_recent_error
 from ..acl._streams import TaskError, streams
 from ..tensor import aclTensor
 from . import plan_cache
+from .soc import library_contract
 from .status import (
     ACLNN_ERR_INNER,
     ACLNN_ERR_PARAM_INVALID,
@@ -122,6 +123,13 @@ def _check_workspace(op: str, workspace, workspace_size, needed: int) -> int:
     return ACLNN_SUCCESS
 
 
+def _positive(value) -> bool:
+    try:
+        return operator.index(value) > 0
+    except TypeError:
+        return False
+
+
 def _runner(op: str, plan: Plan) -> Callable[[], None]:
     def run() -> None:
         for tensor in plan.tensors:
@@ -146,6 +154,12 @@ def execute(op: str, workspace, workspace_size, executor, stream) -> int:
     if plan is None:  # spent or destroyed by another thread since the check above
         return _fail(ACLNN_ERR_PARAM_INVALID,
                      f"{op}: executor has already run or was destroyed, got {executor!r}.")
+    if library_contract() and workspace is None and _positive(workspace_size):
+        # the library's CommonOpExecutorRun: 161001, and it deletes the executor
+        executor.destroyed, executor.plan = True, None
+        return _fail(ACLNN_ERR_PARAM_NULLPTR,
+                     f"{op}: workspace must not be null when workspaceSize is {workspace_size} "
+                     f"(the executor is released, as the library does).")
     status = _check_workspace(op, workspace, workspace_size, plan.workspace_size)
     if status != ACLNN_SUCCESS:
         return status

@@ -26,7 +26,7 @@ import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..acl import _memory, get_soc_name
+from ..acl import _memory, get_contract, get_soc_name
 from ..tensor import aclIntArray, aclTensor
 
 DEFAULT_LIMIT = 10000
@@ -63,7 +63,7 @@ class PlanCache:
         """The key of a call, or None when the cache is off or an argument has no key."""
         if self.limit <= 0:
             return None
-        parts: list = [op, get_soc_name()]
+        parts: list = [op, get_soc_name(), get_contract()]
         for arg in args:
             kind = type(arg)
             if kind is aclTensor:

@@ -31,6 +31,8 @@ def _promote_floats(a: D, b: D) -> D:
 
 
 def _promote_pair(a: D, b: D) -> D | None:
+    if D.ACL_DT_UNDEFINED in (a, b):
+        return None
     if a == b:
         return a
     if a in _UNSIGNED_ISOLATED or b in _UNSIGNED_ISOLATED:

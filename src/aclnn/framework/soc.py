@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..acl import get_soc_name
+from ..acl import get_contract, get_soc_name
 from ..dtypes import aclDataType as D
 
 
@@ -44,3 +44,8 @@ PROFILES = {
 def current_soc() -> SocProfile:
     """The profile of the SoC the runtime's current device reports."""
     return PROFILES[get_soc_name()]
+
+
+def library_contract() -> bool:
+    """Whether the operators answer as the real library does (SPEC §14), not as the pages."""
+    return get_contract() == "library"

@@ -3,8 +3,10 @@
 Every divisor is a product of a per-row and a per-column factor (the padded extents, the
 clipped extents, or the override), so each plane is computed separably in three small
 passes with buffers of output-plane size, allocated once per run of planes:
-  q[oh, ow]  = gradOutput[oh, ow] / (row factor * column factor)   (one float32 division,
-               then the cubeMathType rounding of the scaled gradient)
+  q[oh, ow]  = the scaled gradient of window (oh, ow), as `Scaling` says: gradOutput divided
+               by the factors (one float32 division), or multiplied by the float32
+               reciprocal of their product (optionally in float16 arithmetic, as a float16
+               mean matrix is), then the cubeMathType rounding, then times a weight
   t[oh, iw]  = sum of q[oh, ow] over the output columns whose window covers iw: for the
                columns iw = sW*m + rho those are m + first[rho] .. m + last[rho], so each
                residue rho sums a few shifted runs of q (zero columns around q stand for
@@ -16,6 +18,8 @@ contiguous runs that vectorise.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit, prange
@@ -32,6 +36,25 @@ from .bits import (
 from .launch import launch
 
 EXACT, ROUND_FP16, ROUND_HF32 = 0, 1, 2  # how the scaled gradient is rounded (cubeMathType)
+_ONE = np.float32(1)
+
+
+class Scaling(NamedTuple):
+    """How a window's gradient is scaled and the result stored.
+
+    divide: q = g / (row * column factor), a true float32 division; otherwise
+    q = g * float32(1 / (row * column factor)) (a reciprocal, as a mean matrix or
+    AvgPool3DGrad's multiplier is), in float16 arithmetic when `half_mean` (the mean matrix
+    and the Mul of a FLOAT16 graph). Then the `rounding` of the scaled gradient (the cube's
+    input dtype), then q times `weight` (the cube's kernel weight, already in that dtype).
+    `half_out`: the sums are rounded to float16 before the store (a float16 cube output).
+    """
+
+    divide: bool = True
+    half_mean: bool = False
+    rounding: int = EXACT
+    weight: float = 1.0
+    half_out: bool = False
 PLANE_CHUNKS = 64  # the planes are shared out in this many runs, each with its own buffers
 _U1, _U2 = np.uint64(1), np.uint64(2)  # unsigned index arithmetic (see the plane loop)
 
@@ -64,9 +87,12 @@ def axis_plan(out_size, in_size, kernel, stride, pad, count_include_pad, overrid
 
 
 @njit(parallel=True, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
-def _avg_pool2d_backward(bufs, meta, dims, h_plan, w_factor, w_plan, override, rounding):
+def _avg_pool2d_backward(bufs, meta, dims, h_plan, w_factor, w_plan, override, scaling):
     """bufs: (gradOutput, gradInput); meta rows [code, byte offset, byte strides N, C, H, W];
-    dims [N, C, H, W, OH, OW]; h_plan from `axis_plan`; w_plan from `residue_plan`."""
+    dims [N, C, H, W, OH, OW]; h_plan from `axis_plan`; w_plan from `residue_plan`;
+    scaling: the fields of `Scaling`."""
+    divide, half_mean, rounding, weight, half_out = scaling
+    weight = np.float32(weight)
     n_batch, channels, height, width = dims[0], dims[1], dims[2], dims[3]
     out_h, out_w = dims[4], dims[5]
     h_factor, h_lo, h_hi = h_plan
@@ -97,14 +123,25 @@ def _avg_pool2d_backward(bufs, meta, dims, h_plan, w_factor, w_plan, override, r
                 load_span(go, meta[0, 0], base + oh * meta[0, 4], meta[0, 5], out_w, grad_row)
                 row_factor = np.float32(override if override != 0 else h_factor[oh])
                 q0 = np.uint64(oh * padded + front)
-                for ow in range(np.uint64(out_w)):
-                    q[q0 + ow] = grad_row[ow] / (row_factor * w_divisor[ow])
+                if divide:
+                    for ow in range(np.uint64(out_w)):
+                        q[q0 + ow] = grad_row[ow] / (row_factor * w_divisor[ow])
+                elif half_mean:
+                    for ow in range(np.uint64(out_w)):
+                        mean = round_to_half(_ONE / (row_factor * w_divisor[ow]))
+                        q[q0 + ow] = round_to_half(grad_row[ow] * mean)
+                else:
+                    for ow in range(np.uint64(out_w)):
+                        q[q0 + ow] = grad_row[ow] * (_ONE / (row_factor * w_divisor[ow]))
                 if rounding == ROUND_FP16:
                     for ow in range(np.uint64(out_w)):
                         q[q0 + ow] = round_to_half(q[q0 + ow])
                 elif rounding == ROUND_HF32:
                     for ow in range(np.uint64(out_w)):
                         q[q0 + ow] = round_to_hf32(q[q0 + ow])
+                if weight != _ONE:
+                    for ow in range(np.uint64(out_w)):
+                        q[q0 + ow] = q[q0 + ow] * weight
             for rho in range(stride):  # over all rows of q at once (see `sums`)
                 first, last = first_offset[rho], last_offset[rho]
                 r0 = np.uint64(rho) * size
@@ -145,6 +182,9 @@ def _avg_pool2d_backward(bufs, meta, dims, h_plan, w_factor, w_plan, override, r
                     t0 = np.uint64(oh * width)
                     for iw in range(np.uint64(width)):
                         row[iw] += t[t0 + iw]
+                if half_out:
+                    for iw in range(np.uint64(width)):
+                        row[iw] = round_to_half(row[iw])
                 if meta[1, 0] == F32 and meta[1, 5] == 4:
                     store_f32_row(gi, out + ih * meta[1, 4], width, row)
                 else:
@@ -165,7 +205,7 @@ def residue_plan(kernel: int, stride: int, pad: int) -> tuple[np.ndarray, np.nda
 class AvgPool2dBackwardLaunch:
     """A prepared AvgPool2d backward call (layout and window tables fixed in phase 1)."""
 
-    def __init__(self, grad_output, grad_input, dims, params, rounding: int):
+    def __init__(self, grad_output, grad_input, dims, params, scaling: Scaling):
         n, c, h, w, out_h, out_w = dims
         k_h, k_w, s_h, s_w, p_h, p_w, count_include_pad, override = params
         meta = np.array([[op.code, op.byte_offset, *op.byte_strides]
@@ -174,7 +214,9 @@ class AvgPool2dBackwardLaunch:
         self._args = (
             (grad_output.buffer, grad_input.buffer), meta, np.asarray(dims, np.int64),
             axis_plan(out_h, h, k_h, s_h, p_h, bool(count_include_pad), override),
-            w_factor, residue_plan(k_w, s_w, p_w), override, rounding)
+            w_factor, residue_plan(k_w, s_w, p_w), override,
+            (bool(scaling.divide), bool(scaling.half_mean), int(scaling.rounding),
+             float(scaling.weight), bool(scaling.half_out)))
 
     def __call__(self) -> None:
         launch(lambda: _avg_pool2d_backward(*self._args))

@@ -17,7 +17,7 @@ import ml_dtypes
 import numpy as np
 
 from .. import acl
-from ..acl._device import SOC_ENV, SOC_NAMES
+from ..acl._device import CONTRACT_ENV, CONTRACTS, SOC_ENV, SOC_NAMES
 from ..capi import sdk
 from ..dtypes import dtype_name
 from ..framework.soc import PROFILES
@@ -25,7 +25,7 @@ from ..samples import SAMPLES
 from .cases import DTYPES, MAX_ELEMENTS, CaseFileError, load_cases
 from .operators import OPERATORS
 from .precision import compare, standard_for
-from .runner import run_case, summarize
+from .runner import GOLDENS, run_case, summarize
 
 BAR_WIDTH = 30
 
@@ -75,9 +75,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 # --- run ----------------------------------------------------------------------------------
 
-def _select_soc(soc: str | None) -> None:
+def _select_device(soc: str | None, contract: str | None) -> None:
     if soc is not None:
         os.environ[SOC_ENV] = soc
+    if contract is not None:
+        os.environ[CONTRACT_ENV] = contract
     acl.rt.set_device(0)
 
 
@@ -103,7 +105,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     except CaseFileError as exc:
         print(f"aclnn run: {args.cases}: {exc}", file=sys.stderr)
         return 2
-    _select_soc(args.soc)
+    _select_device(args.soc, args.contract)
     save_dir = Path(args.save_dir) if args.save_dir else None
     progress = Progress(len(cases), args.progress if args.progress is not None
                         else sys.stderr.isatty())
@@ -111,7 +113,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         for case in cases:
             try:
-                results.append(run_case(case, args.seed, save_dir))
+                results.append(run_case(case, args.seed, save_dir, args.golden))
             except CaseFileError as exc:
                 print(f"\naclnn run: {args.cases}: {exc}", file=sys.stderr)
                 return 2
@@ -131,7 +133,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     _print_summary(summary)
     if args.report:
         report = {"cases_file": str(args.cases), "seed": args.seed,
-                  "soc": acl.get_soc_name(), "summary": summary,
+                  "soc": acl.get_soc_name(), "contract": acl.get_contract(),
+                  "golden": args.golden, "summary": summary,
                   "cases": [r.to_json() for r in results]}
         try:
             Path(args.report).write_text(json.dumps(report, indent=2, allow_nan=False))
@@ -192,7 +195,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def cmd_info(args: argparse.Namespace) -> int:
     """SoC profiles, operators, and the dtypes each SoC supports."""
+    _select_device(None, None)  # the SoC and contract the environment selects
     print(f"current SoC: {acl.get_soc_name()} (set with {SOC_ENV})")
+    print(f"contract: {acl.get_contract()} (set with {CONTRACT_ENV}: {' or '.join(CONTRACTS)}; "
+          "library answers as the real CANN library does, documented as its pages say)")
     print("SoC profiles:")
     for profile in PROFILES.values():
         dtypes = ", ".join(dtype_name(d) for d in profile.float_dtypes())
@@ -248,6 +254,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("cases", help="the JSON case file")
     run.add_argument("--soc", choices=SOC_NAMES, help="the SoC to emulate "
                      "(default: $ACLNN_SOC or Ascend910B)")
+    run.add_argument("--contract", choices=CONTRACTS, help="answer as the real library "
+                     "(library) or as its pages (documented); default: $ACLNN_CONTRACT or "
+                     "library")
+    run.add_argument("--golden", choices=GOLDENS, default="truth", help="truth: the float64 "
+                     "truth of the operator's math (default); device: the library contract's "
+                     "own result, to diff hardware output bit for bit")
     run.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     run.add_argument("--report", metavar="R.json", help="write a JSON report here")
     run.add_argument("--save-dir", metavar="D", help="save each case's inputs, output and "

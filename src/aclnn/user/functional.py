@@ -112,17 +112,25 @@ def _tensor(where: str, name: str, array: np.ndarray | None, fmt: int, copy: boo
 
 
 def _run(op: str, workspace_size_fn: Callable, execute_fn: Callable, args: Sequence) -> None:
-    """Phase 1, then phase 2 on a stream of its own, synchronized; a failure raises."""
-    _, executor, status = workspace_size_fn(*args)
+    """Phase 1, then phase 2 with the workspace phase 1 asked for, on a stream of its own,
+    synchronized; a failure raises."""
+    workspace_size, executor, status = workspace_size_fn(*args)
     if status != 0:
         raise error_for(status, acl.get_recent_err_msg())
+    workspace = None
+    if workspace_size > 0:
+        workspace, status = acl.rt.malloc(workspace_size, acl.ACL_MEM_MALLOC_HUGE_FIRST)
+        if status != 0:
+            raise error_for(status, acl.get_recent_err_msg())
     stream, _ = acl.rt.create_stream()
     try:
-        status = execute_fn(None, 0, executor, stream)
+        status = execute_fn(workspace, workspace_size, executor, stream)
         if status == 0:
             status = acl.rt.synchronize_stream(stream)
     finally:
         acl.rt.destroy_stream(stream)
+        if workspace is not None:
+            acl.rt.free(workspace)
     if status != 0:
         raise error_for(status, acl.get_recent_err_msg() or f"{op} failed with {status}")
 

@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 
 from ..dtypes import ACL_DTYPE
-from ..framework.soc import current_soc
 from ..kernels import pool
-from ..ops.avg_pool2d_backward import cube_rounding
+from ..ops._avgpool_graphs import Window
+from ..ops.avg_pool2d_backward import golden_rounding
 from . import functional, golden
 
 _ROUNDING_NAMES = {pool.EXACT: "exact", pool.ROUND_FP16: "fp16", pool.ROUND_HF32: "hf32"}
@@ -59,12 +59,14 @@ def _pool_golden(a: Arrays, t: Attrs) -> np.ndarray:
     """The golden of a call that succeeded (so its parameters are valid), with the
     cubeMathType rounding the current SoC applies."""
     kernel = _pair(t["kernel_size"])
+    stride, padding = _pair(t["stride"], kernel), _pair(t["padding"])
     grad = a["gradOutput"]
-    rounding = cube_rounding(ACL_DTYPE[grad.dtype], t["cube_math_type"],
-                             current_soc().down_precision)
+    window = Window(kernel, stride, padding, bool(t["ceil_mode"]), bool(t["count_include_pad"]),
+                    int(t["divisor_override"]), int(t["cube_math_type"]))
+    rounding = golden_rounding(ACL_DTYPE[grad.dtype], a["self"].shape, grad.shape, window)
     return golden.avg_pool2d_backward(
-        grad, a["self"].shape, kernel, _pair(t["stride"], kernel), _pair(t["padding"]),
-        bool(t["count_include_pad"]), t["divisor_override"], _ROUNDING_NAMES[rounding])
+        grad, a["self"].shape, kernel, stride, padding, bool(t["count_include_pad"]),
+        t["divisor_override"], _ROUNDING_NAMES[rounding])
 
 
 OPERATORS: dict[str, OpSpec] = {op.name: op for op in (

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import acl
 from ..framework.status import AclnnError
 from .cases import Case, draw_inputs, dtype_label
 from .precision import Verdict, compare
@@ -74,9 +75,25 @@ def _save(directory: Path, case: Case, arrays: dict, output, golden) -> None:
         np.save(folder / "golden.npy", golden)
 
 
-def run_case(case: Case, seed: int, save_dir: Path | None = None) -> CaseResult:
+GOLDENS = ("truth", "device")
+
+
+def _device_result(case: Case, arrays: dict, attrs: dict) -> np.ndarray:
+    """The library contract's result of the call (the device-faithful one), whatever the
+    current contract."""
+    previous = acl.get_contract()
+    acl.set_contract("library")
+    try:
+        return np.asarray(case.op.call(arrays, attrs))
+    finally:
+        acl.set_contract(previous)
+
+
+def run_case(case: Case, seed: int, save_dir: Path | None = None,
+             golden_kind: str = "truth") -> CaseResult:
     """Draw the case's inputs (seeded by `seed` and the case's position), run the
-    operator, and judge its output against the float64 golden."""
+    operator, and judge its output against the golden: the float64 truth of the
+    operator's math, or with `golden_kind` "device" the library contract's result."""
     start = time.perf_counter()
     arrays, attrs = draw_inputs(case, np.random.default_rng([seed, case.index]))
     output = golden = verdict = None
@@ -86,8 +103,12 @@ def run_case(case: Case, seed: int, save_dir: Path | None = None) -> CaseResult:
     except AclnnError as exc:
         status, message = exc.status, exc.message
     if output is not None:
-        golden = case.op.golden(arrays, attrs)
-        verdict = compare(output, golden)
+        if golden_kind == "device":
+            golden = _device_result(case, arrays, attrs)
+            verdict = compare(output, golden.astype(np.float64))
+        else:
+            golden = case.op.golden(arrays, attrs)
+            verdict = compare(output, golden)
     first = arrays[case.op.tensors[0]]
     dtype = dtype_label(output.dtype if output is not None else first.dtype)
     if save_dir is not None:
