@@ -8,8 +8,8 @@ from the correctly rounded float32 only when the float64 result lies within one 
 ULP of a float32 rounding midpoint); the NPU's own instructions are not public.
 
 Operands are flat, contiguous typed views (`typed`: float32, float16 as uint16, bfloat16
-as int16) of one length, or of length 1 for a broadcast scalar; the result has the inputs'
-element type. Nothing here validates: the operator modules pass well-formed operands.
+as int16) of one length (gradOut of SmoothL1/L1 may have length 1); the result has the
+inputs' element type. Nothing here validates: the operator modules pass well-formed operands.
 """
 
 from __future__ import annotations
@@ -42,39 +42,56 @@ def _erf(x):
 
 
 @njit(inline="always", error_model="numpy")
-def _at(values, i):
-    """Element i, or the only element of a broadcast scalar operand."""
-    index = np.int64(i)  # prange's index may be unsigned: keep the arithmetic integer
-    return widen(values[index if values.size > 1 else np.int64(0)])
+def _smooth_l1_term(d, g, sigma, neg_sigma, invert_sigma, coefficient, scalar_grad):
+    if scalar_grad:
+        pos = _ONE if d >= sigma else _ZERO
+        neg = _NEG_ONE if d <= neg_sigma else _ZERO
+        inner = _ZERO if abs(d) >= sigma else d * invert_sigma
+    else:
+        pos = _ONE if d > sigma else _ZERO
+        neg = _NEG_ONE if d < neg_sigma else _ZERO
+        inner = _ZERO if abs(d) > sigma else d * invert_sigma
+    return ((pos + neg) + inner) * g * coefficient
 
 
 @njit(**_OPTIONS)
 def smooth_l1(grad, x, target, out, sigma, invert_sigma, coefficient, scalar_grad):
     """SmoothL1LossGradV2 (arch35 DAG): d = x - t; (d > s) - (d < -s) + (|d| > s ? 0 :
-    d * (1/s)), times g, times the mean coefficient. With a one-element gradOut the scalar
-    DAG compares with >= / <= instead."""
+    d * (1/s)), times g, times the mean coefficient. With a one-element gradOut (`grad`
+    of length 1) the scalar DAG compares with >= / <= instead."""
     neg_sigma = _NEG_ONE * sigma
-    for i in prange(out.size):
-        d = _at(x, i) - _at(target, i)
-        if scalar_grad:
-            pos = _ONE if d >= sigma else _ZERO
-            neg = _NEG_ONE if d <= neg_sigma else _ZERO
-            inner = _ZERO if abs(d) >= sigma else d * invert_sigma
-        else:
-            pos = _ONE if d > sigma else _ZERO
-            neg = _NEG_ONE if d < neg_sigma else _ZERO
-            inner = _ZERO if abs(d) > sigma else d * invert_sigma
-        out[i] = narrow(((pos + neg) + inner) * _at(grad, i) * coefficient, out)
+    if scalar_grad:
+        g = widen(grad[0])
+        for i in prange(out.size):
+            d = widen(x[i]) - widen(target[i])
+            out[i] = narrow(_smooth_l1_term(d, g, sigma, neg_sigma, invert_sigma, coefficient,
+                                            True), out)
+    else:
+        for i in prange(out.size):
+            d = widen(x[i]) - widen(target[i])
+            out[i] = narrow(_smooth_l1_term(d, widen(grad[i]), sigma, neg_sigma, invert_sigma,
+                                            coefficient, False), out)
+
+
+@njit(inline="always", error_model="numpy")
+def _sign(a, b):
+    """The L1 DAG's sign: -1, 1 or 0 by comparisons (NaN gives 0)."""
+    return _NEG_ONE if a < b else (_ONE if a > b else _ZERO)
 
 
 @njit(**_OPTIONS)
 def l1(grad, x, target, out, coefficient):
     """L1LossGrad (arch35 DAG): sign by comparing x and t in their own dtype (NaN gives
-    0), times (g * coefficient)."""
-    for i in prange(out.size):
-        a, b = _at(x, i), _at(target, i)  # float16/bfloat16 widen exactly: same order
-        sign = _NEG_ONE if a < b else (_ONE if a > b else _ZERO)
-        out[i] = narrow(sign * (_at(grad, i) * coefficient), out)
+    0), times (g * coefficient); `grad` of length 1 is the scalar-grads DAG. float16 and
+    bfloat16 widen exactly, so comparing in float32 orders them alike."""
+    if grad.size == 1:
+        scaled = widen(grad[0]) * coefficient
+        for i in prange(out.size):
+            out[i] = narrow(_sign(widen(x[i]), widen(target[i])) * scaled, out)
+    else:
+        for i in prange(out.size):
+            out[i] = narrow(_sign(widen(x[i]), widen(target[i])) * (widen(grad[i]) * coefficient),
+                            out)
 
 
 @njit(**_OPTIONS)
@@ -82,10 +99,10 @@ def gelu_erf(grad, x, out):
     """GeluGradV2 erf form (None DAGs + ErfPost): cdf = 0.5 * erf(x * 0.707106781) + 0.5,
     pdf = exp(x * x * -0.5) * 0.3989422804, (cdf + pdf * x) * g."""
     for i in prange(out.size):
-        v = _at(x, i)
+        v = widen(x[i])
         cdf = _erf(v * _INV_SQRT2) * _HALF + _HALF
         pdf = _exp(v * v * _NEG_HALF) * _INV_SQRT_2PI
-        out[i] = narrow((cdf + pdf * v) * _at(grad, i), out)
+        out[i] = narrow((cdf + pdf * v) * widen(grad[i]), out)
 
 
 @njit(**_OPTIONS)
@@ -94,14 +111,14 @@ def gelu_tanh(grad, x, out):
     a3), q = 1 / (e + 1); p = e * q * r * q, 0 where NaN; (p + q) * g. Axpy is a multiply
     then an add (two roundings)."""
     for i in prange(out.size):
-        v = _at(x, i)
+        v = widen(x[i])
         square = v * v
         e = _exp((_BETA_NEG + square * _AN) * v)
         r = (_BETA + square * _A3) * v
         q = _ONE / (e + _ONE)
         p = e * q * r * q
         p = p if p == p else _ZERO
-        out[i] = narrow((p + q) * _at(grad, i), out)
+        out[i] = narrow((p + q) * widen(grad[i]), out)
 
 
 class Dag950Launch:

@@ -115,3 +115,13 @@ def converting_launch(build, inputs: Sequence[aclTensor], dtype: int, shape: Seq
         build(*converted, out)()
 
     return cast_then_run
+
+
+def output_operand(out: aclTensor, dtype: int, shape: Sequence[int], aliased: bool):
+    """gradInput as the fused kernels' output operand, and the steps to run after the
+    kernel: none when it is written in place, the copy out of a buffer of the library's own
+    (`staged_operand`) when it shares memory with an input or no kernel writes its dtype."""
+    if aliased or out.dtype not in KERNEL_CODE:
+        staged, copy_out = staged_operand(out, dtype, shape)
+        return staged, [copy_out]
+    return operand(out, shape), []

@@ -30,7 +30,7 @@ from ..framework.status import ParamInvalidError
 from ..framework.workspace import KERNEL_SCRATCH_950, Graph
 from ..kernels import dag950, pointwise
 from . import _l0
-from ._pointwise import FlatOutput, converting_launch, flat_input, numel, operand, staged_operand
+from ._pointwise import FlatOutput, converting_launch, flat_input, numel, output_operand
 
 OP = "aclnnGeluBackwardV2"
 APPROXIMATIONS = ("none", "tanh")
@@ -113,12 +113,7 @@ def aclnnGeluBackwardV2GetWorkspaceSize(gradOutput, self, approximate, gradInput
     if library and soc.name == "Ascend950":
         step = _dag950(gradOutput, self, gradInput, dtype, use_tanh, aliased)
         return Plan(steps=[step], tensors=tensors, workspace_size=workspace)
-    copy_out = []
-    if aliased:
-        out, step = staged_operand(gradInput, dtype, shape)
-        copy_out = [step]
-    else:
-        out = operand(gradInput, shape)
+    out, copy_out = output_operand(gradInput, dtype, shape, aliased)
     launch = converting_launch(
         lambda g, x, o: pointwise.gelu_backward(shape, g, x, o, use_tanh), (gradOutput, self),
         dtype, shape, out)

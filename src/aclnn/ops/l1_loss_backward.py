@@ -32,15 +32,13 @@ from ..framework.workspace import KERNEL_SCRATCH_950, Graph
 from ..kernels import dag950, pointwise
 from . import _l0
 from ._pointwise import (
-    KERNEL_CODE,
     MEAN,
     REDUCTIONS,
     FlatOutput,
     converting_launch,
     flat_input,
     numel,
-    operand,
-    staged_operand,
+    output_operand,
 )
 
 OP = "aclnnL1LossBackward"
@@ -88,15 +86,9 @@ def _documented_math(gradOutput, self, target, gradInput, dtype, shape, reductio
     """The documented math through the fused kernels (inputs of other dtypes converted to
     the promoted dtype when the work runs); the steps of the plan."""
     scale = 1.0 / numel(shape) if reduction == MEAN else 1.0
-    inputs = (gradOutput, self, target)
-    copy_out = []
-    if aliased or gradInput.dtype not in KERNEL_CODE:
-        out, step = staged_operand(gradInput, dtype, shape)
-        copy_out = [step]
-    else:
-        out = operand(gradInput, shape)
+    out, copy_out = output_operand(gradInput, dtype, shape, aliased)
     launch = converting_launch(lambda g, x, y, o: pointwise.l1_backward(shape, g, x, y, o, scale),
-                               inputs, dtype, shape, out)
+                               (gradOutput, self, target), dtype, shape, out)
     return [launch, *copy_out]
 
 

@@ -29,14 +29,13 @@ from ..framework.workspace import KERNEL_SCRATCH_950, Graph
 from ..kernels import dag950, pointwise
 from . import _l0
 from ._pointwise import (
-    KERNEL_CODE,
     MEAN,
     REDUCTIONS,
     FlatOutput,
     flat_input,
     numel,
     operand,
-    staged_operand,
+    output_operand,
 )
 
 OP = "aclnnSmoothL1LossBackward"
@@ -110,16 +109,11 @@ def aclnnSmoothL1LossBackwardGetWorkspaceSize(gradOut, self, target, reduction, 
         step = _dag950(gradOut, self, target, gradInput, dtype, beta, reduction, aliased)
         return Plan(steps=[step], tensors=tensors, workspace_size=workspace)
     scale = 1.0 / numel(self.view_shape) if reduction == MEAN else 1.0
-    steps = []
-    if aliased or gradInput.dtype not in KERNEL_CODE:
-        out, copy_out = staged_operand(gradInput, dtype, shape)
-        steps = [copy_out]
-    else:
-        out = operand(gradInput, shape)
+    out, copy_out = output_operand(gradInput, dtype, shape, aliased)
     launch = pointwise.smooth_l1_backward(
         shape, operand(gradOut, shape), operand(self, shape), operand(target, shape), out, beta,
         scale)
-    return Plan(steps=[launch, *steps], tensors=tensors, workspace_size=workspace)
+    return Plan(steps=[launch, *copy_out], tensors=tensors, workspace_size=workspace)
 
 
 aclnnSmoothL1LossBackward = execute_api(OP)
