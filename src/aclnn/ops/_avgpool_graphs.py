@@ -91,19 +91,30 @@ def _half(value: float) -> float:
     return float(np.float16(value))
 
 
+def uses_mean_matrix(window: Window) -> bool:
+    """The cube graph multiplies by a mean matrix (isNoNeedMul false): countIncludePad is
+    false and the divisor is 0 or +-255 (the strict limits ignore +-255 there)."""
+    divisor = window.divisor
+    in_range = -CUBE_DIVISOR_LIMIT < divisor < CUBE_DIVISOR_LIMIT and divisor != 0
+    return not (in_range or window.count_include_pad)
+
+
+def cube_in_float16(window: Window, dtype: int) -> bool:
+    """The cube graph runs in FLOAT16: a FLOAT16 input, or cubeMathType 1 or 2."""
+    return dtype == D.ACL_FLOAT16 or window.cube_math_type in FP16_DOWN
+
+
 def cube_scaling(window: Window, dtype: int, soc_name: str) -> tuple[pool.Scaling, tuple]:
     """The cube graph's numerics as a kernel `Scaling`, and the (countIncludePad, override)
     that make the kernel's per-window factors: the exclusive counts for the mean matrix,
     1 otherwise."""
     divisor, k_h, k_w = window.divisor, *window.kernel
-    no_mean = (-CUBE_DIVISOR_LIMIT < divisor < CUBE_DIVISOR_LIMIT and divisor != 0) \
-        or window.count_include_pad
-    if not no_mean:
+    if uses_mean_matrix(window):
         weight, factors = 1.0, (False, 0)
     else:
         weight = float(np.float32(1) / np.float32(divisor if divisor != 0 else k_h * k_w))
         factors = (False, 1)
-    half = dtype == D.ACL_FLOAT16 or window.cube_math_type in FP16_DOWN
+    half = cube_in_float16(window, dtype)
     hf32 = (not half and window.cube_math_type == USE_HF32
             and soc_name in ("Ascend910B", "Ascend910_93"))
     if half:
@@ -205,7 +216,6 @@ def cube_workspace(grad_output: aclTensor, self: aclTensor, grad_input: aclTenso
     the convolution's own workspace and the optional Dilation are not public)."""
     n, c, h, w, out_h, out_w = dims
     k_h, k_w = window.kernel
-    scaling, factors = cube_scaling(window, grad_output.dtype, "")
     graph = Graph()
     g = _l0.contiguous(graph, _l0.user(grad_output))
     x = _l0.contiguous(graph, _l0.user(self))
@@ -213,11 +223,11 @@ def cube_workspace(grad_output: aclTensor, self: aclTensor, grad_input: aclTenso
         g, x = _l0.cast(graph, g, D.ACL_FLOAT), _l0.cast(graph, x, D.ACL_FLOAT)
     g = _l0.Value(g.id, (n, c, out_h, out_w), g.dtype, True)
     x = _l0.Value(x.id, (n, c, h, w), x.dtype, True)
-    if factors == (False, 0):  # the mean matrix, copied to the device, and the Mul
+    if uses_mean_matrix(window):  # the mean matrix, copied to the device, and the Mul
         (mean,) = graph.kernel([], [_nbytes(g.shape, g.dtype)])
         (product,) = graph.kernel([g.id, mean], [_nbytes(g.shape, g.dtype)])
         g = _l0.Value(product, g.shape, g.dtype, True)
-    conv_dtype = D.ACL_FLOAT16 if scaling.half_out else g.dtype
+    conv_dtype = D.ACL_FLOAT16 if cube_in_float16(window, grad_output.dtype) else g.dtype
     g, x = _l0.cast(graph, g, conv_dtype), _l0.cast(graph, x, conv_dtype)
     g5 = _l0.compute(graph, [g], _nc1hwc0(g.shape, conv_dtype), conv_dtype)
     x5 = _l0.compute(graph, [x], _nc1hwc0(x.shape, conv_dtype), conv_dtype)
