@@ -14,6 +14,7 @@ inputs' element type. Nothing here validates: the operator modules pass well-for
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -94,31 +95,67 @@ def l1(grad, x, target, out, coefficient):
                             out)
 
 
+@njit(inline="always", error_model="numpy")
+def _erf_factor(v):
+    """The erf form's factor of g (None DAGs + ErfPost): cdf + pdf * x with
+    cdf = 0.5 * erf(x * 0.707106781) + 0.5, pdf = exp(x * x * -0.5) * 0.3989422804."""
+    cdf = _erf(v * _INV_SQRT2) * _HALF + _HALF
+    pdf = _exp(v * v * _NEG_HALF) * _INV_SQRT_2PI
+    return cdf + pdf * v
+
+
+@njit(inline="always", error_model="numpy")
+def _tanh_factor(v):
+    """The tanh form's factor of g (TanhCustom): e = exp(x * (-b + x^2 * an)),
+    r = x * (b + x^2 * a3), q = 1 / (e + 1), p = e * q * r * q (0 where NaN), p + q. Axpy is
+    taken as a multiply then an add (two roundings)."""
+    square = v * v
+    e = _exp((_BETA_NEG + square * _AN) * v)
+    r = (_BETA + square * _A3) * v
+    q = _ONE / (e + _ONE)
+    p = e * q * r * q
+    p = p if p == p else _ZERO
+    return p + q
+
+
 @njit(**_OPTIONS)
 def gelu_erf(grad, x, out):
-    """GeluGradV2 erf form (None DAGs + ErfPost): cdf = 0.5 * erf(x * 0.707106781) + 0.5,
-    pdf = exp(x * x * -0.5) * 0.3989422804, (cdf + pdf * x) * g."""
+    """GeluGradV2 erf form: _erf_factor(x) * g."""
     for i in prange(out.size):
-        v = widen(x[i])
-        cdf = _erf(v * _INV_SQRT2) * _HALF + _HALF
-        pdf = _exp(v * v * _NEG_HALF) * _INV_SQRT_2PI
-        out[i] = narrow((cdf + pdf * v) * widen(grad[i]), out)
+        out[i] = narrow(_erf_factor(widen(x[i])) * widen(grad[i]), out)
 
 
 @njit(**_OPTIONS)
 def gelu_tanh(grad, x, out):
-    """GeluGradV2 tanh form (TanhCustom): e = exp(x * (-b + x^2 * an)), r = x * (b + x^2 *
-    a3), q = 1 / (e + 1); p = e * q * r * q, 0 where NaN; (p + q) * g. Axpy is a multiply
-    then an add (two roundings)."""
+    """GeluGradV2 tanh form: _tanh_factor(x) * g."""
     for i in prange(out.size):
-        v = widen(x[i])
-        square = v * v
-        e = _exp((_BETA_NEG + square * _AN) * v)
-        r = (_BETA + square * _A3) * v
-        q = _ONE / (e + _ONE)
-        p = e * q * r * q
-        p = p if p == p else _ZERO
-        out[i] = narrow((p + q) * widen(grad[i]), out)
+        out[i] = narrow(_tanh_factor(widen(x[i])) * widen(grad[i]), out)
+
+
+@njit(cache=True, error_model="numpy")
+def _factor_table(sample, use_tanh):
+    """The GELU factor of every 16-bit value of `sample`'s element type (uint16: float16,
+    int16: bfloat16), indexed by the value's bits."""
+    table = np.empty(1 << 16, np.float32)
+    bits = np.arange(1 << 16).astype(sample.dtype)
+    for b in range(1 << 16):
+        v = widen(bits[b])
+        table[b] = _tanh_factor(v) if use_tanh else _erf_factor(v)
+    return table
+
+
+@functools.cache
+def factor_table(view_dtype: np.dtype, use_tanh: bool) -> np.ndarray:
+    """The GELU factor table of a 16-bit typed view dtype (see `_factor_table`)."""
+    return _factor_table(np.empty(0, view_dtype), use_tanh)
+
+
+@njit(**_OPTIONS)
+def gelu_lookup(grad, x, out, table):
+    """GeluGradV2 on 16-bit inputs: the factor looked up by x's bits, times g (the same
+    float32 operations as `gelu_erf` / `gelu_tanh`, so the same bits)."""
+    for i in prange(out.size):
+        out[i] = narrow(table[np.int64(x[i]) & 0xFFFF] * widen(grad[i]), out)
 
 
 class Dag950Launch:

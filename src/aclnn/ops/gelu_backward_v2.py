@@ -29,8 +29,16 @@ from ..framework.soc import current_soc, library_contract
 from ..framework.status import ParamInvalidError
 from ..framework.workspace import KERNEL_SCRATCH_950, Graph
 from ..kernels import dag950, pointwise
+from ..kernels.typed import VIEW_DTYPE
 from . import _l0
-from ._pointwise import FlatOutput, converting_launch, flat_input, numel, output_operand
+from ._pointwise import (
+    KERNEL_CODE,
+    FlatOutput,
+    converting_launch,
+    flat_input,
+    numel,
+    output_operand,
+)
 
 OP = "aclnnGeluBackwardV2"
 APPROXIMATIONS = ("none", "tanh")
@@ -64,13 +72,18 @@ def _library_dtype(soc, gradOutput, self, gradInput) -> int:  # noqa: N803
 def _dag950(gradOutput, self, gradInput, dtype, use_tanh: bool, aliased: bool):  # noqa: N803
     """The Ascend950 kernel: the erf or tanh DAG in float32."""
     shape = tuple(gradInput.view_shape)
-    kernel = dag950.gelu_tanh if use_tanh else dag950.gelu_erf
     sink = FlatOutput(gradInput, dtype, aliased)
+    view = VIEW_DTYPE[KERNEL_CODE[dtype]]
+    table = dag950.factor_table(view, use_tanh) if view.itemsize == 2 else None
 
     def run() -> None:
         g, x = flat_input(gradOutput, dtype, shape), flat_input(self, dtype, shape)
         out = sink.array()
-        dag950.Dag950Launch(kernel, (g, x, out))()
+        if table is not None:  # 16-bit inputs: the factor of each of their 65536 values
+            dag950.Dag950Launch(dag950.gelu_lookup, (g, x, out, table))()
+        else:
+            kernel = dag950.gelu_tanh if use_tanh else dag950.gelu_erf
+            dag950.Dag950Launch(kernel, (g, x, out))()
         sink.finish(out)
     return run
 
