@@ -20,6 +20,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
+from . import lookup
 from .launch import launch
 from .typed import narrow, widen
 
@@ -133,29 +134,19 @@ def gelu_tanh(grad, x, out):
 
 
 @njit(cache=True, error_model="numpy")
-def _factor_table(sample, use_tanh):
-    """The GELU factor of every 16-bit value of `sample`'s element type (uint16: float16,
-    int16: bfloat16), indexed by the value's bits."""
-    table = np.empty(1 << 16, np.float32)
-    bits = np.arange(1 << 16).astype(sample.dtype)
-    for b in range(1 << 16):
-        v = widen(bits[b])
+def _factor_table(values, use_tanh):
+    """The GELU factor of each typed 16-bit value in `values` (see `lookup`)."""
+    table = np.empty(values.size, np.float32)
+    for b in range(values.size):
+        v = widen(values[b])
         table[b] = _tanh_factor(v) if use_tanh else _erf_factor(v)
     return table
 
 
 @functools.cache
 def factor_table(view_dtype: np.dtype, use_tanh: bool) -> np.ndarray:
-    """The GELU factor table of a 16-bit typed view dtype (see `_factor_table`)."""
-    return _factor_table(np.empty(0, view_dtype), use_tanh)
-
-
-@njit(**_OPTIONS)
-def gelu_lookup(grad, x, out, table):
-    """GeluGradV2 on 16-bit inputs: the factor looked up by x's bits, times g (the same
-    float32 operations as `gelu_erf` / `gelu_tanh`, so the same bits)."""
-    for i in prange(out.size):
-        out[i] = narrow(table[np.int64(x[i]) & 0xFFFF] * widen(grad[i]), out)
+    """The 950 GELU factor of every value of a 16-bit typed view dtype, by its bits."""
+    return _factor_table(lookup.all_values(view_dtype), use_tanh)
 
 
 class Dag950Launch:

@@ -28,7 +28,7 @@ from ..framework.executor import Plan, execute_api, workspace_api
 from ..framework.soc import current_soc, library_contract
 from ..framework.status import ParamInvalidError
 from ..framework.workspace import KERNEL_SCRATCH_950, Graph
-from ..kernels import dag950, pointwise
+from ..kernels import dag950, lookup, pointwise
 from ..kernels.typed import VIEW_DTYPE
 from . import _l0
 from ._pointwise import (
@@ -80,7 +80,7 @@ def _dag950(gradOutput, self, gradInput, dtype, use_tanh: bool, aliased: bool): 
         g, x = flat_input(gradOutput, dtype, shape), flat_input(self, dtype, shape)
         out = sink.array()
         if table is not None:  # 16-bit inputs: the factor of each of their 65536 values
-            dag950.Dag950Launch(dag950.gelu_lookup, (g, x, out, table))()
+            dag950.Dag950Launch(lookup.scaled_lookup, (g, x, out, table))()
         else:
             kernel = dag950.gelu_tanh if use_tanh else dag950.gelu_erf
             dag950.Dag950Launch(kernel, (g, x, out))()
