@@ -32,6 +32,7 @@ import aclnn
 from . import probe
 from .harness import (
     SHORT_NAMES,
+    SPREADS,
     Config,
     Device,
     Row,
@@ -299,11 +300,12 @@ def l1(dtype, reduction: int = 0, grad_shape=None):
     return setup
 
 
-def gelu(dtype, approximate: str):
-    """GeluBackwardV2 on [n]; torch: gelu_backward.grad_input."""
+def gelu(dtype, approximate: str, spread: str = "normal"):
+    """GeluBackwardV2 on [n], self drawn from `spread` (harness.SPREADS); torch:
+    gelu_backward.grad_input."""
     def setup(cfg: Config, dev: Device) -> Setup:
         shape = (cfg.n,)
-        g, x = host_data(shape, dtype, 0), host_data(shape, dtype, 1)
+        g, x = host_data(shape, dtype, 0), host_data(shape, dtype, 1, spread)
         tg, tx = to_torch(g), to_torch(x)
         out, tout = dev.output(shape, dtype), _torch_out(shape, dtype)
         ours = two_phase("GeluBackwardV2", dev.tensor(g), dev.tensor(x), approximate, out)
@@ -372,6 +374,14 @@ def _low_precision_cases() -> list[Case]:
     return cases
 
 
+def _value_range_cases() -> list[Case]:
+    """GELU with self over wider ranges and with specials: within 1.25x of the time on
+    N(0,1) (elements/s >= 0.8 x)."""
+    return [Case(f"gelu {d} none {SPREADS[spread]}", gelu(dtype, "none", spread),
+                 vs_case(f"gelu {d} none", 0.8))
+            for d, dtype in (("f32", F32), ("f16", F16)) for spread in ("u8", "u100", "special")]
+
+
 CASES = [
     Case(CONTIGUOUS, smooth_l1(F32), bandwidth_and_torch(0.9, 1.0)),
     Case("l1 f32 none", l1(F32), bandwidth_and_torch(0.9, 1.0)),
@@ -380,10 +390,16 @@ CASES = [
     Case("gelu f32 none", gelu(F32, "none"), vs_torch(1.2)),
     Case("gelu f32 tanh", gelu(F32, "tanh"), vs_torch(1.2)),
     *_low_precision_cases(),
+    Case("l1 f32 mean", l1(F32, 1), bandwidth_and_torch(0.85, 1.0)),
+    *_value_range_cases(),
     Case("smooth_l1 f32 bcast target[S,1]", smooth_l1(F32, layout="bcast"),
          vs_case(CONTIGUOUS, 0.7)),
     Case("smooth_l1 f32 self transposed", smooth_l1(F32, layout="transposed"),
          vs_case(CONTIGUOUS, 0.7)),
+    Case("smooth_l1 f16 bcast target[S,1]", smooth_l1(F16, layout="bcast"),
+         vs_case("smooth_l1 f16 none", 0.75)),
+    Case("smooth_l1 f16 self transposed", smooth_l1(F16, layout="transposed"),
+         vs_case("smooth_l1 f16 none", 0.75)),
     Case("avgpool f32 k3s2p1", avg_pool(F32, 3, 2, 1), vs_torch(4.0)),
     Case("avgpool f32 k2s2p0", avg_pool(F32, 2, 2, 0), vs_torch(4.0)),
     Case("avgpool f16 k3s2p1", avg_pool(F16, 3, 2, 1), vs_torch(4.0)),

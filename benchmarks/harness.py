@@ -70,15 +70,34 @@ class Config:
 _HOST_CACHE: dict[tuple, np.ndarray] = {}
 
 
-def host_data(shape, dtype, seed: int) -> np.ndarray:
-    """A cached array of standard-normal values of `shape`, rounded to `dtype`."""
-    key = (tuple(shape), np.dtype(dtype), seed)
+SPREADS = {"normal": "N(0,1)", "u8": "U(+-8)", "u100": "U(+-100)",
+           "special": "N(0,1) with 1 % NaN/+-inf"}
+
+
+def _draw(shape, seed: int, spread: str) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    if spread == "u8":
+        return rng.uniform(-8, 8, shape).astype(np.float32)
+    if spread == "u100":
+        return rng.uniform(-100, 100, shape).astype(np.float32)
+    values = np.asarray(rng.standard_normal(shape, dtype=np.float32))
+    if spread == "special":
+        flat = values.reshape(-1)
+        picked = rng.choice(flat.size, flat.size // 100, replace=False)
+        flat[picked] = rng.choice(np.array([np.nan, np.inf, -np.inf], np.float32), picked.size)
+    return values
+
+
+def host_data(shape, dtype, seed: int, spread: str = "normal") -> np.ndarray:
+    """A cached array of `shape` drawn from `spread` (a key of SPREADS; standard normal by
+    default), rounded to `dtype`."""
+    key = (tuple(shape), np.dtype(dtype), seed, spread)
     if key not in _HOST_CACHE:
-        base_key = (tuple(shape), np.dtype(np.float32), seed)
+        base_key = (tuple(shape), np.dtype(np.float32), seed, spread)
         if base_key not in _HOST_CACHE:
-            rng = np.random.default_rng(seed)
-            _HOST_CACHE[base_key] = np.asarray(rng.standard_normal(shape, dtype=np.float32))
-        _HOST_CACHE[key] = _HOST_CACHE[base_key].astype(dtype)
+            _HOST_CACHE[base_key] = _draw(shape, seed, spread)
+        with np.errstate(over="ignore"):  # U(+-100) is finite in every dtype used here
+            _HOST_CACHE[key] = _HOST_CACHE[base_key].astype(dtype)
     return _HOST_CACHE[key]
 
 
