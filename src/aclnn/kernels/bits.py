@@ -3,7 +3,9 @@
 Kernels receive every operand as the uint8 buffer of its allocation plus byte offsets, so
 one compiled kernel serves every dtype combination; these intrinsics read and write the
 element types in place. float16 <-> float32 uses LLVM's fpext/fptrunc (F16C instructions,
-round-to-nearest-even); bfloat16 uses shifts with round-to-nearest-even.
+round-to-nearest-even) where the target has F16C, and the same conversions in integer
+arithmetic elsewhere (a baseline x86-64 would otherwise call compiler-rt's __extendhfsf2,
+which Numba's JIT does not have); bfloat16 uses shifts with round-to-nearest-even.
 """
 
 from __future__ import annotations
@@ -13,10 +15,22 @@ import platform
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
-from numba.core import cgutils
+from numba.core import cgutils, config
+from numba.core.codegen import get_host_cpu_features
 from numba.extending import intrinsic, register_jitable
 
 F32, F16, BF16 = 0, 1, 2  # element codes the kernels dispatch on
+
+
+def target_features() -> set[str]:
+    """The CPU features Numba compiles for (it honours NUMBA_CPU_FEATURES)."""
+    features = config.CPU_FEATURES
+    if features is None:
+        features = get_host_cpu_features()
+    return set(features.split(","))
+
+
+F16C = "+f16c" in target_features() or platform.machine().lower() in ("aarch64", "arm64")
 CACHE_LINE_BYTES = 64
 
 
@@ -68,11 +82,71 @@ store_u16 = _store_intrinsic(_I16, types.uint16, 2,
                              "Write the 16-bit word `value` at `byte_index` of `buf`.")
 
 
+def _like(value, element_type, constant) -> ir.Constant:
+    """A constant of `element_type` shaped like `value`: scalar, or in every lane."""
+    if isinstance(value.type, ir.VectorType):
+        count = value.type.count
+        return ir.Constant(ir.VectorType(element_type, count), [constant] * count)
+    return ir.Constant(element_type, constant)
+
+
+def _shaped(value, element_type):
+    return (ir.VectorType(element_type, value.type.count)
+            if isinstance(value.type, ir.VectorType) else element_type)
+
+
+def ir_widen_half(builder, bits):
+    """float16 bits (i16, or a vector of them) -> float32 (exact; a NaN comes back quiet,
+    as vcvtph2ps gives it)."""
+    if F16C:
+        return builder.fpext(builder.bitcast(bits, _shaped(bits, _HALF)), _shaped(bits, _F32T))
+    h = builder.zext(bits, _shaped(bits, _I32))
+    magnitude = builder.and_(h, _like(h, _I32, 0x7FFF))
+    shifted = builder.shl(magnitude, _like(h, _I32, 13))
+    # the exponent rebiased by a multiplication: exact, float16 subnormals included
+    finite = builder.fmul(builder.bitcast(shifted, _shaped(h, _F32T)),
+                          _like(h, _F32T, float(2.0 ** 112)))
+    special = builder.or_(shifted, _like(h, _I32, 0x7F800000))
+    quiet = builder.icmp_unsigned(">", magnitude, _like(h, _I32, 0x7C00))
+    special = builder.select(quiet, builder.or_(special, _like(h, _I32, 0x00400000)), special)
+    is_special = builder.icmp_unsigned(">=", magnitude, _like(h, _I32, 0x7C00))
+    value = builder.select(is_special, special, builder.bitcast(finite, _shaped(h, _I32)))
+    sign = builder.shl(builder.and_(h, _like(h, _I32, 0x8000)), _like(h, _I32, 16))
+    return builder.bitcast(builder.or_(value, sign), _shaped(h, _F32T))
+
+
+def ir_narrow_half(builder, value):
+    """float32 (or a vector of them) -> float16 bits, round-to-nearest-even; NaN stays NaN
+    (quiet, the payload's top bits kept), overflow gives inf."""
+    if F16C:
+        return builder.bitcast(builder.fptrunc(value, _shaped(value, _HALF)),
+                               _shaped(value, _I16))
+    x = builder.bitcast(value, _shaped(value, _I32))
+    sign = builder.and_(x, _like(x, _I32, 0x80000000))
+    a = builder.xor(x, sign)
+    # below 2**-14 the float16 result is subnormal: adding 0.5 rounds it into place (RNE)
+    tiny = builder.fadd(builder.bitcast(a, _shaped(x, _F32T)), _like(x, _F32T, 0.5))
+    tiny = builder.sub(builder.bitcast(tiny, _shaped(x, _I32)), _like(x, _I32, 0x3F000000))
+    odd = builder.and_(builder.lshr(a, _like(x, _I32, 13)), _like(x, _I32, 1))
+    rebiased = builder.add(builder.add(a, _like(x, _I32, 0xC8000FFF)), odd)
+    normal = builder.lshr(rebiased, _like(x, _I32, 13))
+    result = builder.select(builder.icmp_unsigned("<", a, _like(x, _I32, 0x38800000)), tiny,
+                            normal)
+    result = builder.select(builder.icmp_unsigned(">=", a, _like(x, _I32, 0x47800000)),
+                            _like(x, _I32, 0x7C00), result)
+    nan = builder.or_(builder.and_(builder.lshr(a, _like(x, _I32, 13)), _like(x, _I32, 0x3FF)),
+                      _like(x, _I32, 0x7E00))
+    result = builder.select(builder.icmp_unsigned(">", a, _like(x, _I32, 0x7F800000)), nan,
+                            result)
+    result = builder.or_(result, builder.lshr(sign, _like(x, _I32, 16)))
+    return builder.trunc(result, _shaped(x, _I16))
+
+
 @intrinsic
 def half_to_f32(typingctx, bits):
     """float16 bits -> float32 (exact)."""
     def codegen(context, builder, signature, args):
-        return builder.fpext(builder.bitcast(args[0], _HALF), _F32T)
+        return ir_widen_half(builder, args[0])
     return types.float32(types.uint16), codegen
 
 
@@ -80,7 +154,7 @@ def half_to_f32(typingctx, bits):
 def f32_to_half(typingctx, value):
     """float32 -> float16 bits, round-to-nearest-even (NaN stays NaN, overflow gives inf)."""
     def codegen(context, builder, signature, args):
-        return builder.bitcast(builder.fptrunc(args[0], _HALF), _I16)
+        return ir_narrow_half(builder, args[0])
     return types.uint16(types.float32), codegen
 
 

@@ -13,28 +13,29 @@ from __future__ import annotations
 
 from llvmlite import ir
 from numba import njit, types
-from numba.core import cgutils, config
-from numba.core.codegen import get_host_cpu_features
+from numba.core import cgutils
 from numba.extending import intrinsic
 
-from .bits import BF16, F16, F32, element_bytes, ir_rounded_bits, mark_nontemporal
+from .bits import (
+    BF16,
+    F16,
+    F32,
+    element_bytes,
+    ir_narrow_half,
+    ir_rounded_bits,
+    ir_widen_half,
+    mark_nontemporal,
+    target_features,
+)
 
 LANES = 16
 I16, I32, I64, F32T = ir.IntType(16), ir.IntType(32), ir.IntType(64), ir.FloatType()
-VF, VI, VH, VHALF = (ir.VectorType(t, LANES) for t in (F32T, I32, I16, ir.HalfType()))
+VF, VI, VH = (ir.VectorType(t, LANES) for t in (F32T, I32, I16))
 VMASK = ir.VectorType(ir.IntType(1), LANES)
 
 
-def _target_features() -> set[str]:
-    """The CPU features Numba compiles for (it honours NUMBA_CPU_FEATURES)."""
-    features = config.CPU_FEATURES
-    if features is None:
-        features = get_host_cpu_features()
-    return set(features.split(","))
-
-
-AVX512 = "+avx512f" in _target_features()  # vpermi2ps, cvttps2dq
-BF16_CONVERT = "+avx512bf16" in _target_features()  # vcvtneps2bf16
+AVX512 = "+avx512f" in target_features()  # vpermi2ps, cvttps2dq
+BF16_CONVERT = "+avx512bf16" in target_features()  # vcvtneps2bf16
 
 
 def splat(vector_type: ir.VectorType, value) -> ir.Constant:
@@ -66,7 +67,7 @@ def _widened(builder, code: int, elements):
     if code == F32:
         return elements
     if code == F16:
-        return builder.fpext(builder.bitcast(elements, VHALF), VF)
+        return ir_widen_half(builder, elements)
     return builder.bitcast(builder.shl(builder.zext(elements, VI), splat(VI, 16)), VF)
 
 
@@ -120,7 +121,7 @@ def narrower(builder, code: int):
     """A function emitting float32 x 16 -> 16 elements of the given code (float16 and
     bfloat16 as i16 x 16), rounded to nearest-even."""
     if code == F16:
-        return lambda value: builder.bitcast(builder.fptrunc(value, VHALF), VH)
+        return lambda value: ir_narrow_half(builder, value)
     if code == BF16:
         return _bf16_converter(builder)
     return lambda value: value

@@ -1,0 +1,113 @@
+"""The kernels on CPUs without this machine's features: float16 conversions without F16C
+(integer arithmetic, bit for bit what F16C gives), and a whole build for baseline x86-64
+(SSE2 only), run in a subprocess and compared with this process's results."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from numba import njit
+
+from aclnn.kernels import bits
+
+BASELINE = {"NUMBA_CPU_NAME": "x86-64",
+            "NUMBA_CPU_FEATURES": "+64bit,+cmov,+cx8,+fxsr,+mmx,+sse,+sse2"}
+
+
+def _converters():
+    """Fresh (uncached) compiled loops through half_to_f32 / f32_to_half, generated with the
+    current value of bits.F16C."""
+    @njit
+    def widen(h):
+        out = np.empty(h.size, np.float32)
+        for i in range(h.size):
+            out[i] = bits.half_to_f32(h[i])
+        return out
+
+    @njit
+    def narrow(x):
+        out = np.empty(x.size, np.uint16)
+        for i in range(x.size):
+            out[i] = bits.f32_to_half(x[i])
+        return out
+    return widen, narrow
+
+
+def _float32_sample() -> np.ndarray:
+    """Every float32 sign/exponent/top-7-mantissa-bit pattern with low bits at and around
+    the float16 rounding points (ties, half-ulps, all ones), plus random patterns."""
+    high = np.arange(1 << 16, dtype=np.uint32) << 16
+    low = np.array([0, 1, 0x0FFF, 0x1000, 0x1001, 0x1FFF, 0x2000, 0x2001, 0xFFFF, 0x8000,
+                    0x7FFF, 0xF000], np.uint32)
+    patterns = (high[:, None] | low[None, :]).reshape(-1)
+    random = np.random.default_rng(3).integers(0, 1 << 32, 2_000_000, dtype=np.uint32)
+    return np.concatenate([patterns, random]).view(np.float32)
+
+
+@pytest.mark.skipif(not bits.F16C, reason="needs F16C to compare the integer path with")
+def test_integer_half_conversions_equal_f16c(monkeypatch):
+    """All 65536 float16 values widened, and ~2.8M float32 patterns narrowed: the integer
+    arithmetic gives F16C's bits exactly (NaNs quiet, payload kept, RNE, overflow to inf)."""
+    native_widen, native_narrow = _converters()
+    monkeypatch.setattr(bits, "F16C", False)
+    integer_widen, integer_narrow = _converters()
+    halves = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
+    assert np.array_equal(integer_widen(halves).view(np.uint32),
+                          native_widen(halves).view(np.uint32))
+    x = _float32_sample()
+    assert np.array_equal(integer_narrow(x), native_narrow(x))
+
+
+_CALLS = textwrap.dedent("""
+    import json, sys
+    import ml_dtypes, numpy as np
+    import aclnn
+    from aclnn.kernels import bits, lanes
+    rng = np.random.default_rng(0)
+    results = {"f16c": bits.F16C, "avx512": lanes.AVX512}
+    for name, dt in (("f32", np.float32), ("f16", np.float16), ("bf16", ml_dtypes.bfloat16)):
+        g, x, y = (rng.standard_normal((48, 37)).astype(dt) for _ in range(3))
+        x[0, :4] = [np.nan, np.inf, -np.inf, 0]
+        calls = {
+            "smooth_l1": aclnn.smooth_l1_loss_backward(g, x.T.copy().T, y, "mean", 0.5),
+            "l1": aclnn.l1_loss_backward(g, x, y[:1], "sum"),
+            "gelu": aclnn.gelu_backward(g, x, "none"),
+            "gelu_tanh": aclnn.gelu_backward(g[:, ::2], x[:, ::2], "tanh"),
+            "avgpool": aclnn.avg_pool2d_backward(
+                rng.standard_normal((1, 4, 12, 12)).astype(dt), np.zeros((1, 4, 24, 24), dt),
+                2, cube_math_type=0),
+        }
+        for op, value in calls.items():
+            results[f"{name}/{op}"] = np.asarray(value, np.float64).tolist()
+    json.dump(results, sys.stdout)
+""")
+
+
+def _run_calls(env_extra: dict) -> dict:
+    env = {**os.environ, **env_extra}
+    done = subprocess.run([sys.executable, "-c", _CALLS], capture_output=True, text=True,
+                          env=env, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)
+
+
+@pytest.mark.skipif(bits.platform.machine().lower() not in ("x86_64", "amd64"),
+                    reason="a baseline x86-64 build needs an x86-64 machine")
+def test_baseline_x86_64_build_gives_the_same_results(tmp_path):
+    """Every kernel compiled for SSE2-only x86-64 (no AVX, FMA or F16C) runs, and its
+    results equal this machine's within a float32 rounding (FMA contraction may differ)."""
+    baseline = _run_calls({**BASELINE, "NUMBA_CACHE_DIR": str(tmp_path / "numba")})
+    native = _run_calls({})  # this machine's build, from the usual cache
+    assert baseline.pop("f16c") is False and baseline.pop("avx512") is False
+    native.pop("f16c"), native.pop("avx512")
+    assert baseline.keys() == native.keys()
+    for key in native:
+        got, want = np.array(baseline[key], np.float64), np.array(native[key], np.float64)
+        tolerance = 2.0**-21 if key.startswith("f32") else 2.0**-7
+        np.testing.assert_allclose(got, want, rtol=tolerance, atol=1e-30, err_msg=key)
