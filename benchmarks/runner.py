@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
+import subprocess
 import sys
 import time
 import traceback
@@ -14,6 +16,7 @@ import numba
 import numpy as np
 import torch
 
+from . import isa
 from .cases import CASES, PROBES, TRIAD, Case, note_bandwidth_ceilings
 from .harness import Config, OthersLoad, Row, clear_host_cache, init_runtime
 
@@ -35,8 +38,26 @@ def parse_args(argv=None) -> argparse.Namespace:
                     help="run only the cases whose name contains SUBSTRING (case-insensitive); "
                          "cases a target compares with are added")
     ap.add_argument("--json", metavar="PATH", type=Path, default=DEFAULT_JSON,
-                    help=f"where to write the results (default {DEFAULT_JSON})")
+                    help=f"where to write the results (default {DEFAULT_JSON}; another level "
+                         "than the native one adds its name: results-avx2.json)")
+    ap.add_argument("--isa", default=None, metavar="LEVEL",
+                    help=f"run one instruction-set level only (this machine: "
+                         f"{', '.join(isa.levels())}; default: each in turn)")
     return ap.parse_args(argv)
+
+
+def _other_levels(args: argparse.Namespace, argv) -> int:
+    """Run the levels other than the native one, each in a process of its own compiled for
+    it; the worst exit status."""
+    status = 0
+    for level in isa.levels()[1:]:
+        json_path = args.json.with_name(f"{args.json.stem}-{level}{args.json.suffix}")
+        command = [sys.executable, "-m", "benchmarks", *(argv or []), "--isa", level,
+                   "--json", str(json_path)]
+        print(f"\n== instruction-set level {level}", flush=True)
+        done = subprocess.run(command, env={**os.environ, **isa.ENVIRONMENTS.get(level, {})})
+        status = max(status, done.returncode)
+    return status
 
 
 def select(only: str | None) -> list[Case]:
@@ -81,13 +102,15 @@ def _ms(seconds) -> str:
     return f"{ms:.4f}" if ms < 1 else f"{ms:.2f}"
 
 
-COLUMNS = ("case", "ours (ms)", "torch (ms)", "torch/ours", "our GB/s", "x triad", "target")
+COLUMNS = ("case", "isa", "ours (ms)", "torch (ms)", "torch/ours", "our GB/s", "x triad",
+           "target")
 
 
-def table(rows: list[Row]) -> str:
-    """The result table as aligned text."""
-    body = [(r.case, _ms(r.ours_s), _ms(r.torch_s), _fmt(r.ratio, ".2f"), _fmt(r.gbps, ".1f"),
-             _fmt(r.triad_fraction, ".2f"), r.verdict or "") for r in rows]
+def table(rows: list[Row], level: str) -> str:
+    """The result table as aligned text; `level`: the instruction-set level it ran on."""
+    body = [(r.case, level, _ms(r.ours_s), _ms(r.torch_s), _fmt(r.ratio, ".2f"),
+             _fmt(r.gbps, ".1f"), _fmt(r.triad_fraction, ".2f"), r.verdict or "")
+            for r in rows]
     widths = [max(len(line[i]) for line in [COLUMNS, *body]) for i in range(len(COLUMNS))]
 
     def line(cells):
@@ -109,6 +132,8 @@ def verdict_lines(rows: list[Row], cases: list[Case]) -> list[str]:
 def main(argv=None) -> int:
     """Run the selected cases, print the table and the verdicts, write the JSON file."""
     args = parse_args(argv)
+    level = args.isa or isa.native_level()
+    status = 0 if args.isa else _other_levels(args, argv)
     repeat = args.repeat if args.repeat is not None else (3 if args.quick else 7)
     cfg = Config(quick=args.quick, repeat=max(1, repeat))
     torch.set_num_threads(THREADS)
@@ -137,8 +162,9 @@ def main(argv=None) -> int:
     mode = "quick (sizes reduced: verdicts indicative only)" if cfg.quick else "full"
     print(f"\naclnn benchmarks: {mode}, median of {cfg.repeat} after {cfg.warmup} warm-up; "
           f"torch {torch.__version__} ({torch.get_num_threads()} threads), numba "
-          f"{numba.__version__} ({numba.get_num_threads()} threads), n = {cfg.n:,} elements")
-    print(table(rows))
+          f"{numba.__version__} ({numba.get_num_threads()} threads), n = {cfg.n:,} elements; "
+          f"instruction-set level {level}")
+    print(table(rows, level))
     print("\n".join(verdict_lines(rows, cases)))
     print(f"({elapsed:.0f} s; other processes used {_fmt(busy, '.0%')} of the CPUs meanwhile)")
     if (busy or 0) > 0.1:
@@ -150,6 +176,7 @@ def main(argv=None) -> int:
                  "pool_shape": cfg.pool_shape, "torch": torch.__version__,
                  "numba": numba.__version__, "numpy": np.__version__, "threads": THREADS,
                  "python": platform.python_version(), "machine": platform.machine(),
+                 "isa": level,
                  "triad_gbps": triad, "seconds": elapsed,
                  "others_cpu_fraction": busy,
                  "time": time.strftime("%Y-%m-%dT%H:%M:%S%z")},
@@ -165,4 +192,4 @@ def main(argv=None) -> int:
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(payload, indent=2) + "\n")
     print(f"wrote {args.json}")
-    return 0
+    return status

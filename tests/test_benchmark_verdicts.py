@@ -3,6 +3,7 @@ targets judged against a same-run reference, and the notes that say when a torch
 target was out of reach."""
 
 import pytest
+from benchmarks import isa
 from benchmarks.cases import Case, note_bandwidth_ceilings
 from benchmarks.harness import Row, bandwidth_and_torch, time_alternating, vs_case, vs_torch
 
@@ -59,3 +60,18 @@ def test_targets_carry_their_torch_factor():
     assert vs_torch(1.5).torch_factor == 1.5
     assert bandwidth_and_torch(0.9, 1.0).torch_factor == 1.0
     assert vs_case("x", 0.7).torch_factor is None
+
+
+@pytest.mark.parametrize(("machine", "flags", "levels"), [
+    ("x86_64", {"avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512dq"},
+     ["avx512", "avx2"]),
+    ("x86_64", {"avx2", "fma", "f16c"}, ["avx2"]),
+    ("x86_64", {"sse2"}, ["baseline"]),
+    ("aarch64", {"fp", "asimd"}, ["neon"]),
+])
+def test_isa_levels_cover_every_level_the_machine_runs(monkeypatch, machine, flags, levels):
+    """An AVX-512 machine also runs the AVX2 build; the others their own level."""
+    monkeypatch.setattr(isa.platform, "machine", lambda: machine)
+    monkeypatch.setattr(isa, "_flags", lambda: flags)
+    assert isa.levels() == levels
+    assert all(level == levels[0] or level in isa.ENVIRONMENTS for level in levels)
