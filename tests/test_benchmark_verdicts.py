@@ -2,6 +2,7 @@
 targets judged against a same-run reference, and the notes that say when a torch/ours
 target was out of reach."""
 
+import numpy as np
 import pytest
 from benchmarks import isa
 from benchmarks.cases import Case, note_bandwidth_ceilings
@@ -75,3 +76,15 @@ def test_isa_levels_cover_every_level_the_machine_runs(monkeypatch, machine, fla
     monkeypatch.setattr(isa, "_flags", lambda: flags)
     assert isa.levels() == levels
     assert all(level == levels[0] or level in isa.ENVIRONMENTS for level in levels)
+
+
+def test_benchmark_spreads_draw_what_they_say():
+    """The GELU input spreads of the benchmarks: ranges and the share of specials."""
+    from benchmarks.harness import host_data
+    u8 = host_data((100_000,), np.float32, 1, "u8")
+    u100 = host_data((100_000,), np.float32, 1, "u100")
+    assert np.abs(u8).max() <= 8 and np.abs(u8).max() > 7.9
+    assert np.abs(u100).max() <= 100 and np.abs(u100).max() > 99
+    special = host_data((100_000,), np.float32, 1, "special")
+    assert (~np.isfinite(special)).sum() == 1_000
+    assert np.isnan(special).any() and np.isposinf(special).any() and np.isneginf(special).any()

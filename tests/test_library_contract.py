@@ -537,3 +537,34 @@ def test_functional_api_follows_the_contract(use_contract):
     assert aclnn.gelu_backward(g, g, "none").shape == g.shape
     assert math.isclose(float(aclnn.gelu_backward(g, g, "none").reshape(-1)[0]), 1.0833154,
                         rel_tol=1e-6)
+
+
+@pytest.mark.parametrize(("soc", "window", "dims", "want"), [
+    ("Ascend910B", ((3, 3), (2, 2), (1, 1), False, True, 0, 1), (1, 8, 16, 16, 8, 8), "fp16"),
+    ("Ascend910B", ((3, 3), (2, 2), (1, 1), False, True, 0, 3), (1, 8, 16, 16, 8, 8), "hf32"),
+    ("Ascend910B", ((3, 3), (2, 2), (1, 1), False, False, 0, 1), (1, 8, 16, 16, 8, 8),
+     "exact"),  # AvgPool3DGrad: cubeMathType ignored
+    ("Ascend910", ((3, 3), (2, 2), (1, 1), False, False, 0, 2), (1, 8, 16, 16, 8, 8), "fp16"),
+    ("Ascend910", ((3, 3), (2, 2), (1, 1), False, True, 0, 3), (1, 8, 16, 16, 8, 8), "exact"),
+    ("Ascend950", ((3, 3), (2, 2), (1, 1), False, True, 0, 1), (1, 8, 16, 16, 8, 8), "exact"),
+    ("Ascend950", ((16, 16), (1, 1), (0, 0), False, True, 0, 1), (1, 8, 16, 16, 1, 1),
+     "fp16"),  # global pooling divides in FLOAT16
+])
+def test_golden_rounding_follows_the_graph(use_contract, use_soc, soc, window, dims, want):
+    """`aclnn run`'s golden rounds the scaled gradient as the graph the library runs does
+    (FLOAT input); the documented contract keeps the SoC's page rule."""
+    from aclnn.kernels import pool
+    from aclnn.ops._avgpool_graphs import Window
+    from aclnn.ops.avg_pool2d_backward import golden_rounding
+    names = {pool.EXACT: "exact", pool.ROUND_FP16: "fp16", pool.ROUND_HF32: "hf32"}
+    use_soc(soc)
+    use_contract("library")
+    n, c, h, w, oh, ow = dims
+    got = golden_rounding(aclnn.ACL_FLOAT, (n, c, h, w), (n, c, oh, ow), Window(*window))
+    assert names[got] == want
+    use_contract("documented")
+    page = golden_rounding(aclnn.ACL_FLOAT, (n, c, h, w), (n, c, oh, ow), Window(*window))
+    cube = window[-1]
+    page_rule = {0: "exact", 2: "fp16", 3: "hf32",
+                 1: "fp16" if soc == "Ascend910" else "hf32"}  # SPEC §8
+    assert names[page] == page_rule[cube]

@@ -56,6 +56,12 @@ def flat_input(tensor: aclTensor, dtype: int, shape: Sequence[int] | None = None
     return np.ascontiguousarray(array).reshape(-1).view(VIEW_DTYPE[KERNEL_CODE[dtype]])
 
 
+def _cast_into(out: aclTensor, values: np.ndarray) -> None:
+    """The library's Cast to out's dtype and ViewCopy: the flat `values` into out's view."""
+    with np.errstate(over="ignore", invalid="ignore"):  # a Cast saturates to inf
+        out.numpy_view()[...] = values.reshape(out.view_shape).astype(NUMPY_DTYPE[out.dtype])
+
+
 class FlatOutput:
     """Where a kernel over flat operands writes gradInput: straight into it when it is
     contiguous, of the kernel dtype and shares no memory with an input; otherwise into a
@@ -76,9 +82,7 @@ class FlatOutput:
     def finish(self, result: np.ndarray) -> None:
         """Copy `result` (from `array`) into gradInput unless it was written in place."""
         if not self.direct:
-            values = result.view(NUMPY_DTYPE[self.dtype]).reshape(self.out.view_shape)
-            with np.errstate(over="ignore", invalid="ignore"):  # a Cast saturates to inf
-                self.out.numpy_view()[...] = values.astype(NUMPY_DTYPE[self.out.dtype])
+            _cast_into(self.out, result.view(NUMPY_DTYPE[self.dtype]))
 
 
 def staged_operand(out: aclTensor, dtype: int, shape: Sequence[int]):
@@ -94,9 +98,7 @@ def staged_operand(out: aclTensor, dtype: int, shape: Sequence[int]):
     operand_ = StridedOperand(staged, KERNEL_CODE[dtype], 0, tuple(strides))
 
     def copy_out() -> None:
-        values = staged[: numel(shape) * ITEMSIZE[dtype]].view(NUMPY_DTYPE[dtype])
-        with np.errstate(over="ignore", invalid="ignore"):  # a Cast saturates to inf
-            out.numpy_view()[...] = values.reshape(tuple(shape)).astype(NUMPY_DTYPE[out.dtype])
+        _cast_into(out, staged[: numel(shape) * ITEMSIZE[dtype]].view(NUMPY_DTYPE[dtype]))
 
     return operand_, copy_out
 
