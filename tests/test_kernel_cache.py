@@ -17,7 +17,7 @@ import json
 import numpy as np
 import numba
 import aclnn
-from aclnn.kernels import bits, fastmath, gelu_segments, lanes, pointwise, pool
+from aclnn.kernels import bits, gelu_rows, lanes, pointwise, pool
 from aclnn.kernels import smooth_l1_rows, typed
 
 a = np.linspace(-3, 3, 64 * 64, dtype=np.float32).reshape(64, 64)
@@ -31,7 +31,7 @@ for dtype in (np.float32, np.float16):
     aclnn.avg_pool2d_backward(x[None, None, :32, :32], x[None, None], 3, 2, 1)
 
 report = {}
-for module in (bits, fastmath, gelu_segments, lanes, pointwise, pool, smooth_l1_rows, typed):
+for module in (bits, gelu_rows, lanes, pointwise, pool, smooth_l1_rows, typed):
     for name, value in vars(module).items():
         if isinstance(value, numba.core.registry.CPUDispatcher):
             report[f"{module.__name__}.{name}"] = [len(value.stats.cache_misses),
@@ -52,6 +52,6 @@ def test_a_second_process_loads_every_kernel_from_the_cache():
     report = _report()
     used = {name: counts for name, counts in report.items() if sum(counts)}
     assert {"aclnn.kernels.pointwise._tiled_backward", "aclnn.kernels.smooth_l1_rows."
-            "smooth_l1_flat", "aclnn.kernels.gelu_segments.gelu_flat"} <= set(used)
+            "smooth_l1_flat", "aclnn.kernels.gelu_rows.gelu_flat"} <= set(used)
     assert {name: compiled for name, (compiled, _) in used.items() if compiled} == {}
     assert report["aclnn.kernels.pointwise._tiled_backward"][1] == 2  # once per operator

@@ -159,32 +159,6 @@ def f32_to_half(typingctx, value):
 
 
 @intrinsic
-def scale_by_pow2(typingctx, value, k):
-    """value * 2**k for an integer-valued float32 k in [-252, 254], in 32-bit lanes: 2**k
-    is built as two normal factors, so subnormal results come out right."""
-    def codegen(context, builder, signature, args):
-        whole = builder.fptosi(args[1], _I32)
-        half = builder.ashr(whole, _i32(1))
-
-        def power(exponent):
-            return builder.bitcast(builder.shl(builder.add(exponent, _i32(127)), _i32(23)),
-                                   _F32T)
-        scaled = builder.fmul(args[0], power(half))
-        return builder.fmul(scaled, power(builder.sub(whole, half)))
-    return types.float32(types.float32, types.float32), codegen
-
-
-@intrinsic
-def fma_f32(typingctx, a, b, c):
-    """a * b + c in float32 with one rounding (llvm.fma; vectorises to FMA instructions)."""
-    def codegen(context, builder, signature, args):
-        fma = builder.module.declare_intrinsic("llvm.fma", [_F32T],
-                                               ir.FunctionType(_F32T, [_F32T] * 3))
-        return builder.call(fma, args)
-    return types.float32(types.float32, types.float32, types.float32), codegen
-
-
-@intrinsic
 def f32_from_bits(typingctx, bits):
     """The float32 whose IEEE bits are the uint32 `bits`."""
     def codegen(context, builder, signature, args):

@@ -1,7 +1,7 @@
 """LLVM IR for 16-lane row kernels: float32, float16 or bfloat16 lanes loaded as float32,
 rounded back and stored (plainly or streaming), and 16 x 16 blocks transposed.
 
-The row kernels (`gelu_segments`, `smooth_l1_rows`) and the tiled kernel's staging build
+The row kernels (`gelu_rows`, `smooth_l1_rows`) and the tiled kernel's staging build
 their vector loops from these pieces inside Numba intrinsics. Conversions are exact on the
 way in (float16 by fpext, bfloat16 by a 16-bit shift) and round to nearest-even on the way
 out, as the scalar ones in `bits`. The CPU features the code picks instructions by are
@@ -34,7 +34,6 @@ VF, VI, VH = (ir.VectorType(t, LANES) for t in (F32T, I32, I16))
 VMASK = ir.VectorType(ir.IntType(1), LANES)
 
 
-AVX512 = "+avx512f" in target_features()  # vpermi2ps, cvttps2dq
 BF16_CONVERT = "+avx512bf16" in target_features()  # vcvtneps2bf16
 
 

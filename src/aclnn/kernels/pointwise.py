@@ -4,7 +4,7 @@ Every kernel makes one pass, computes in float32 and stores the result rounded t
 output dtype (round-to-nearest-even). Two kinds of kernel:
 
 - flat: every operand contiguous and of one dtype (float32, or float16/bfloat16 as typed
-  16-bit views, see `typed`): the rows of `smooth_l1_rows` and `gelu_segments`, 16 lanes
+  16-bit views, see `typed`): the rows of `smooth_l1_rows` and `gelu_rows`, 16 lanes
   at a time with no staging, large outputs stored non-temporally (`_streams`).
 - tiled: anything else. The iteration space is coalesced to `MAX_RANK` dims and cut into
   tiles (rows along dim MAX_RANK-2 by columns along the innermost dim), handed out in up
@@ -41,8 +41,8 @@ from .bits import (
     store_fence,
     store_span,
 )
-from .gelu_segments import LANES, gelu_flat, gelu_row, segments
-from .gelu_segments import PAD_BYTES as GELU_PAD
+from .gelu_rows import PAD_BYTES as GELU_PAD
+from .gelu_rows import gelu_flat, gelu_row
 from .lanes import transpose_x16
 from .launch import launch
 from .layout import MAX_RANK, coalesce
@@ -233,25 +233,23 @@ def _streamed(o, place, k, r, streaming):
         o.ctypes.data + _row_at(place, k, r)) % CACHE_LINE_BYTES == 0
 
 
-def _tile(params, bufs, meta, place, rows, n, work, work_bytes, areas, streaming, flagged,
-          pad):
+def _tile(params, bufs, meta, place, rows, n, work, work_bytes, areas, streaming, pad):
     """The rows of a tile, its operands located by `place`: SmoothL1 / L1 for params
-    (beta, scale), GELU for (coefficients, root_hi, root_lo, use_tanh), told apart when
-    the kernel is compiled (see the overload below)."""
+    (beta, scale), GELU for (use_tanh,), told apart when the kernel is compiled (see the
+    overload below)."""
     raise NotImplementedError("compiled code only")
 
 
 @overload(_tile, inline="always", jit_options={"error_model": "numpy", "fastmath": {"contract"}})
-def _tile_of(params, bufs, meta, place, rows, n, work, work_bytes, areas, streaming, flagged,
-             pad):
+def _tile_of(params, bufs, meta, place, rows, n, work, work_bytes, areas, streaming, pad):
     """The tile function for the type of `params`: bufs (gradOut, self, target, gradInput)
     row by row through `smooth_l1_rows.smooth_l1_row`, or (gradOutput, self, gradInput)
-    through `gelu_segments.gelu_row`. The row buffers are picked once per tile and the
+    through `gelu_rows.gelu_row`. The row buffers are picked once per tile and the
     byte view of the work area made once per run: picking them per row, or making the view
     per tile, cost 10-35 % on 256 x 256 in cache (reference counting)."""
     if len(params) == 2:
         def smooth_l1(params, bufs, meta, place, rows, n, work, work_bytes, areas, streaming,
-                      flagged, pad):
+                      pad):
             beta, scale = params
             g, x = _rows(bufs, work_bytes, place, 0), _rows(bufs, work_bytes, place, 1)
             y, o = _rows(bufs, work_bytes, place, 2), _rows(bufs, work_bytes, place, 3)
@@ -263,16 +261,15 @@ def _tile_of(params, bufs, meta, place, rows, n, work, work_bytes, areas, stream
                 _flush_row(bufs, meta, place, r, n, work, areas)
         return smooth_l1
 
-    def gelu(params, bufs, meta, place, rows, n, work, work_bytes, areas, streaming, flagged,
-             pad):
-        coefficients, root_hi, root_lo, use_tanh = params
+    def gelu(params, bufs, meta, place, rows, n, work, work_bytes, areas, streaming, pad):
+        (use_tanh,) = params
         g, x = _rows(bufs, work_bytes, place, 0), _rows(bufs, work_bytes, place, 1)
         o = _rows(bufs, work_bytes, place, 2)
         for r in range(rows):
             _convert_rows(bufs, meta, place, r, n, work, areas)
-            gelu_row(F32, x, _row_at(place, 1, r), g, _row_at(place, 0, r), o,
-                     _row_at(place, 2, r), n, coefficients, root_hi, root_lo, use_tanh, flagged,
-                     pad, _streamed(o, place, 2, r, streaming))
+            gelu_row(x, _row_at(place, 1, r), g, _row_at(place, 0, r), o,
+                     _row_at(place, 2, r), n, use_tanh, pad,
+                     _streamed(o, place, 2, r, streaming))
             _flush_row(bufs, meta, place, r, n, work, areas)
     return gelu
 
@@ -280,7 +277,7 @@ def _tile_of(params, bufs, meta, place, rows, n, work, work_bytes, areas, stream
 @njit(parallel=True, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
 def _tiled_backward(bufs, meta, shape, tile_rows, tile_cols, params, streaming):
     """bufs: the operands' buffers, the output last; params: the rows' (see `_tile`). Each
-    run of tiles allocates its work area and the rows' scratch (`flagged`, `pad`) once; per
+    run of tiles allocates its work area and the rows' scratch (`pad`) once; per
     tile, `place` holds each operand's first element (byte offset) and where its rows are
     (see `_locate_rows`)."""
     count, mid_tiles, col_tiles = _tile_count(shape, tile_rows, tile_cols)
@@ -289,7 +286,6 @@ def _tiled_backward(bufs, meta, shape, tile_rows, tile_cols, params, streaming):
     for run in prange(runs):
         work = np.empty(areas[-1], np.float32)
         work_bytes = work.view(np.uint8)
-        flagged = np.empty((tile_cols + LANES - 1) // LANES, np.int64)  # GELU's scratch
         pad = np.empty(max(GELU_PAD, SMOOTH_L1_PAD), np.uint8)
         place = np.empty((4, operands), np.int64)
         for c in range(run * count // runs, (run + 1) * count // runs):
@@ -299,8 +295,7 @@ def _tiled_backward(bufs, meta, shape, tile_rows, tile_cols, params, streaming):
                 place[0, k] = _chunk_base(meta, k, shape, first, start)
                 place[1, k], place[2, k], place[3, k] = _locate_rows(
                     bufs, meta, k, place[0, k], rows, n, work, tile_cols, areas[k])
-            _tile(params, bufs, meta, place, rows, n, work, work_bytes, areas, streaming,
-                  flagged, pad)
+            _tile(params, bufs, meta, place, rows, n, work, work_bytes, areas, streaming, pad)
         if streaming:
             store_fence()
 
@@ -416,16 +411,15 @@ def _derivative_table(code: int, use_tanh: bool) -> np.ndarray:
     wide = {F16: np.float16, BF16: ml_dtypes.bfloat16}[code]
     x = lookup.all_values(VIEW_DTYPE[code]).view(wide).astype(np.float32)
     table = np.empty(lookup.TABLE_SIZE, np.float32)
-    gelu_flat(np.ones_like(x), x, table, *segments(use_tanh), use_tanh, False)
+    gelu_flat(np.ones_like(x), x, table, use_tanh, False)
     return table
 
 
 def gelu_backward(shape, grad, x, out, use_tanh: bool) -> PointwiseLaunch:
-    """out = grad * GELU'(x), exact (erf) or tanh-approximated, by the piecewise form of
-    `gelu_segments` (the formula outside its segments). Contiguous float16/bfloat16 operands
-    look GELU' up in a table of the kernel's own values (`lookup`): the same bits, at a
-    speed that does not depend on how many inputs fall outside the segments."""
-    form = segments(bool(use_tanh))
+    """out = grad * GELU'(x), exact (erf) or tanh-approximated, by the branch-free float32
+    formulas of `gelu_rows`. Contiguous float16/bfloat16 operands look GELU' up in a table
+    of the kernel's own values (`lookup`): the same bits, at memory speed."""
+    use_tanh = bool(use_tanh)
 
     def flat(views, strides, operands):
         if any(v is None for v in views):
@@ -433,9 +427,9 @@ def gelu_backward(shape, grad, x, out, use_tanh: bool) -> PointwiseLaunch:
         g, xs, o = views
         code = operands[0].code
         if code != F32:
-            table = _derivative_table(code, bool(use_tanh))
+            table = _derivative_table(code, use_tanh)
             return lambda: lookup.scaled_lookup(g, xs, o, table)
         streaming = _streams(o)
-        return lambda: gelu_flat(g, xs, o, *form, bool(use_tanh), streaming)
+        return lambda: gelu_flat(g, xs, o, use_tanh, streaming)
 
-    return PointwiseLaunch(shape, [grad, x, out], (*form, bool(use_tanh)), flat)
+    return PointwiseLaunch(shape, [grad, x, out], (use_tanh,), flat)

@@ -3,7 +3,7 @@
     approximate "none": gradInput = gradOutput * (Phi(x) + x * phi(x))
     approximate "tanh": with u = sqrt(2/pi)(x + 0.044715 x^3), t = tanh(u),
         gradInput = gradOutput * (1/2 (1 + t) + 1/2 x (1 - t^2) sqrt(2/pi)(1 + 3 * 0.044715 x^2))
-    evaluated in float32 without cancellation (see kernels.fastmath); huge finite x gives
+    evaluated in float32 by branch-free formulas (see kernels.gelu_rows); huge finite x gives
     gradOutput or 0, +-inf gives NaN.
 
 Checks, in the documented order: null tensors and approximate (161001) -> gradOutput and

@@ -1,6 +1,6 @@
-"""Refit the polynomial coefficients of src/aclnn/kernels/fastmath.py and print them.
+"""Refit the polynomial coefficients of src/aclnn/kernels/gelu_rows.py and print them.
 
-    python tools/fit_fastmath.py
+    python tools/fit_gelu.py
 
 Each fit is a weighted least-squares fit on Chebyshev nodes, reweighted towards the minimax
 relative error by Lawson's iteration; the references come from mpmath (40 digits).
@@ -85,7 +85,7 @@ def fit_gelu_v(degree: int) -> tuple[np.ndarray, float]:
 
 
 def fits() -> dict[str, tuple[np.ndarray, float]]:
-    """Every coefficient set of fastmath.py, by its name there."""
+    """Every coefficient set of gelu_rows.py, by its name there."""
     return {"_EXP_C": fit_exp(6), "_GELU_V": fit_gelu_v(9)}
 
 

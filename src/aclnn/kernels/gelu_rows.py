@@ -1,0 +1,258 @@
+"""GELU backward rows: o = g * GELU'(x) in float32, one branch-free formula per form.
+
+Every lane of every vector goes through the same operations, whatever its value: no
+segment tables, no fallback for wide inputs, no ISA-specific instructions (generic LLVM
+vector IR, 16 lanes, which LLVM splits into AVX2, AVX-512 or NEON registers). The cost is
+some forty vector operations per 16 elements for either form.
+
+Both forms reduce to an exponential of a non-positive argument y >= -130 (the inputs are
+clamped where the result is already exactly 0 or 1):
+
+    e**y = 2**k * e**r,  k = round(y / ln2) (by adding 1.5 * 2**23), r = y - k ln2,
+    e**r = 1 + r P(r)    (degree 6, minimax in relative error: 2.0e-9),
+
+with 2**(k + 64) put into the exponent bits of e**r: a normal float32 for every y. The
+factor 2**-64 is applied to the final term only, after the lanes whose result rounds to 0
+or 1 anyway (|x| past ERF_TAIL / TANH_TAIL) were set to 0: only a lane whose GELU' is
+itself subnormal makes a subnormal (x86 takes a slow microcode assist for each), and those
+are rounded once, as float32 results.
+
+erf form: GELU'(x) = Phi(x) + x phi(x) is q(a) for x < 0 and 1 - q(a) otherwise, a = |x|,
+
+    q(a) = Phi(-a) - a phi(a) = exp(-a**2/2) * (a_r - a) * V(t),  t = 1/(1 + a/(2 sqrt2)),
+
+a_r the root of q (held in two float32 parts, so a_r - a is exact near it), V of degree 9
+(within 4.4e-9, V(1) = 1/(2 a_r) exactly, so GELU'(0) = 1/2), and the rounding error of
+a**2 carried into the exp's reduced argument: within 6 float32 ULP down to the subnormal
+results. +-inf gives NaN, as the formula does in PyTorch.
+
+tanh form: with u = sqrt(2/pi)(x + 0.044715 x**3), e = exp(-2|u|), B = 1/(1 + e) and
+S = e B (the sigmoids of +-2u),
+
+    GELU'(x) = S - w  for x < 0,  B + w  otherwise,  w = |x| sqrt(2/pi)(2 + 0.26829 x**2) S B
+
+(0.26829 = 6 * 0.044715), which meets SPEC §10's bar (8 ULP + 2**-22 |g|): near the root
+the two terms cancel only to an absolute error of a few 1e-8.
+
+(Coefficients: tools/fit_gelu.py, from mpmath references.)
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, prange, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+from .bits import F32, copy_bytes, store_fence
+from .lanes import LANES, VF, VI, as_i1, function, load_lanes, splat, split_row, store
+
+BLOCK = 4096  # elements per row of the contiguous kernel
+RUNS = 64  # its parallel work items
+
+f = np.float32
+_EXP_C = tuple(f(c) for c in (
+    1.0, 1.000000032179425, 0.4999999420637201, 0.1666643119180718, 0.04166800244910409,
+    0.008374161479770256, 0.0013843646260626816))
+_LOG2E = f(1.4426950408889634)
+_ROUNDER = f(1.5 * 2 ** 23)  # y / ln2 + this has k in its low mantissa bits
+_LN2_HI = f(0.693145751953125)  # ln2 split so that k * _LN2_HI is exact
+_LN2_LO = f(1.428606765330187e-06)
+SCALE = 64  # e**y is computed times 2**SCALE: normal for every y >= -130
+
+_GELU_V = tuple(f(c) for c in (
+    0.3989390836588086, 0.10611886741880797, 0.0835012383087859, 0.06187271938800103,
+    0.01111807234303505, 0.04125522994476243, -0.05201707443591371, 0.009016615487457162,
+    0.008309986605798264, -0.003036743588108403))
+_ROOT = 0.7517915246935644574579049
+_ROOT_HI = f(_ROOT)
+_ROOT_LO = f(_ROOT - float(_ROOT_HI))
+_T_SCALE = f(1 / (2 * math.sqrt(2)))
+ERF_CLAMP = f(16.0)  # keeps y = -a**2/2 >= -128
+# |x| from which GELU' rounds to 0 (x < 0: |GELU'| < 2**-150) or 1 (x > 0: |GELU' - 1| <
+# 2**-25): (negative x, positive x), for the erf and the tanh form
+ERF_TAIL = (f(14.6), f(6.1))
+TANH_TAIL = (f(10.95), f(5.6))
+
+_K = math.sqrt(2 / math.pi)
+_C = 0.044715
+_TWO_U = (f(2 * _K), f(2 * _K * _C))  # 2u = a (2k + 2kc a**2)
+_W = (f(2 * _K), f(6 * _K * _C))  # w = a (2k + 6kc a**2) S B
+TANH_CLAMP = f(11.5)  # keeps 2u <= 127
+
+
+class _Vectors:
+    """Float32 x 16 arithmetic on an IR builder, FMAs explicit (nothing is contracted, so
+    every caller of a row gets the same bits)."""
+
+    def __init__(self, builder):
+        self.b = builder
+        self._fma = function(builder, "llvm.fma.v16f32", VF, [VF] * 3)
+
+    @staticmethod
+    def const(value) -> ir.Constant:
+        return splat(VF, float(f(value)))
+
+    def fma(self, a, b, c):
+        return self.b.call(self._fma, [a, b, c])
+
+    def horner(self, t, coefficients):
+        p = self.const(coefficients[-1])
+        for c in coefficients[-2::-1]:
+            p = self.fma(p, t, self.const(c))
+        return p
+
+    def abs(self, x):
+        return self.b.bitcast(self.b.and_(self.b.bitcast(x, VI), splat(VI, 0x7FFFFFFF)), VF)
+
+    def at_most(self, a, limit):
+        """min(a, limit), NaN kept."""
+        return self.b.select(self.b.fcmp_ordered(">", a, self.const(limit)),
+                             self.const(limit), a)
+
+    def scaled_exp(self, y, y_lo=None):
+        """2**SCALE * e**(y + y_lo) for -130 <= y <= 0 (y_lo: a correction far below y's
+        ULP): a normal float32 throughout."""
+        b = self.b
+        t = self.fma(y, self.const(_LOG2E), self.const(_ROUNDER))
+        k = b.fsub(t, self.const(_ROUNDER))
+        r = self.fma(k, self.const(-_LN2_HI), y)
+        r = self.fma(k, self.const(-_LN2_LO), r)
+        if y_lo is not None:
+            r = b.fadd(r, y_lo)
+        p = b.bitcast(self.horner(r, _EXP_C), VI)
+        power = b.shl(b.add(b.bitcast(t, VI), splat(VI, SCALE)), splat(VI, 23))
+        return b.bitcast(b.add(p, power), VF)
+
+    def unscaled(self, keep, scaled):
+        """scaled * 2**-SCALE where `keep`, else scaled * 0 (a multiplier chosen per lane,
+        so that only results that are themselves subnormal take x86's subnormal assists;
+        a zero chosen after a common multiply would be folded into its arm by LLVM)."""
+        factor = self.b.select(keep, self.const(2.0 ** -SCALE), self.const(0.0))
+        return self.b.fmul(scaled, factor)
+
+    def within(self, x, a, negative_limit, positive_limit):
+        """a < the limit for x's sign (false for NaN)."""
+        b = self.b
+        negative = b.fcmp_ordered("<", x, self.const(0.0))
+        limit = b.select(negative, self.const(negative_limit), self.const(positive_limit))
+        return negative, b.fcmp_ordered("<", a, limit)
+
+    def erf_derivative(self, x):
+        """GELU'(x), erf form (see the module's docstring)."""
+        b = self.b
+        a = self.abs(x)
+        ac = self.at_most(a, ERF_CLAMP)
+        square = b.fmul(ac, ac)
+        square_lo = self.fma(ac, ac, b.fmul(square, self.const(-1.0)))
+        half = self.const(-0.5)
+        e = self.scaled_exp(b.fmul(square, half), b.fmul(square_lo, half))
+        t = b.fdiv(self.const(1.0), self.fma(a, self.const(_T_SCALE), self.const(1.0)))
+        linear = b.fadd(b.fsub(self.const(_ROOT_HI), a), self.const(_ROOT_LO))
+        negative, keep = self.within(x, a, *ERF_TAIL)
+        q = self.unscaled(keep, b.fmul(e, b.fmul(linear, self.horner(t, _GELU_V))))
+        d = b.select(negative, q, b.fsub(self.const(1.0), q))
+        return b.fadd(d, b.fsub(x, x))  # +-inf: NaN
+
+    def tanh_derivative(self, x):
+        """GELU'(x), tanh form (see the module's docstring)."""
+        b = self.b
+        a = self.abs(x)
+        ac = self.at_most(a, TANH_CLAMP)
+        square = b.fmul(ac, ac)
+        two_u = b.fmul(ac, self.fma(square, self.const(_TWO_U[1]), self.const(_TWO_U[0])))
+        e = self.scaled_exp(b.fmul(two_u, self.const(-1.0)))
+        counts = b.fcmp_ordered(">=", e, self.const(2.0 ** (SCALE - 30)))  # 1 + e != 1
+        big = b.fdiv(self.const(1.0), b.fadd(self.const(1.0), self.unscaled(counts, e)))
+        small = b.fmul(e, big)
+        w = b.fmul(b.fmul(ac, self.fma(square, self.const(_W[1]), self.const(_W[0]))),
+                   b.fmul(small, big))
+        negative, keep = self.within(x, a, *TANH_TAIL)
+        tail = self.unscaled(keep, b.select(negative, b.fsub(small, w), w))
+        d = b.select(negative, tail, b.fadd(big, tail))
+        return b.fadd(d, b.fsub(x, x))  # +-inf: NaN
+
+
+def _row_block(use_tanh: bool):
+    """The vector loop of a float32 row at byte offsets of uint8 arrays: o = g * GELU'(x),
+    16 lanes at a time; where `streaming`, stored non-temporally (see `lanes.store`)."""
+    def block(typingctx, x, x_at, g, g_at, o, o_at, vectors, streaming):
+        def codegen(context, builder, signature, args):
+            def data(i):
+                return context.make_array(signature.args[i])(context, builder,
+                                                             value=args[i]).data
+
+            _, x_at, _, g_at, _, o_at, vectors, streaming = args
+            math_ = _Vectors(builder)
+            derivative = math_.tanh_derivative if use_tanh else math_.erf_derivative
+            streaming = as_i1(builder, streaming)
+            step = ir.Constant(vectors.type, LANES * 4)
+
+            def address(i, at, v):
+                return builder.gep(data(i), [builder.add(at, builder.mul(v, step))])
+
+            with cgutils.for_range(builder, vectors) as loop:
+                v = loop.index
+                product = builder.fmul(load_lanes(builder, F32, address(2, g_at, v)),
+                                       derivative(load_lanes(builder, F32, address(0, x_at, v))))
+                store(builder, F32, product, address(4, o_at, v), streaming)
+            return context.get_dummy_value()
+
+        return types.none(x, types.intp, g, types.intp, o, types.intp, types.intp,
+                          types.boolean), codegen
+    block.__doc__ = _row_block.__doc__
+    return intrinsic(block)
+
+
+_erf_block, _tanh_block = _row_block(False), _row_block(True)
+
+
+@njit(inline="always", error_model="numpy")
+def _vectors(x, x_at, g, g_at, o, o_at, vectors, use_tanh, streaming):
+    if use_tanh:
+        _tanh_block(x, x_at, g, g_at, o, o_at, vectors, streaming)
+    else:
+        _erf_block(x, x_at, g, g_at, o, o_at, vectors, streaming)
+
+
+_PAD_BYTES = 4 * LANES  # one vector of float32; the pad holds x, g, o at 0, 64, 128
+PAD_BYTES = 3 * _PAD_BYTES  # the `pad` scratch of a row
+
+
+@njit(inline="always", error_model="numpy")
+def gelu_row(x, x_at, g, g_at, o, o_at, n, use_tanh, pad, streaming=False):
+    """o = g * GELU'(x) for a row of n float32 elements at byte offsets x_at, g_at, o_at of
+    the uint8 arrays x, g, o. `pad`, PAD_BYTES of uint8 scratch: the last partial vector
+    goes through it, so that every element is computed by the same code. `streaming`:
+    whole vectors are stored non-temporally (o_at aligned to a vector; a `store_fence`
+    before the results are used)."""
+    vectors, done, rest = split_row(F32, n)
+    _vectors(x, x_at, g, g_at, o, o_at, vectors, use_tanh, streaming)
+    if rest:
+        pad[:] = 0
+        copy_bytes(pad, 0, x, x_at + done, rest)
+        copy_bytes(pad, _PAD_BYTES, g, g_at + done, rest)
+        _vectors(pad, 0, pad, _PAD_BYTES, pad, 2 * _PAD_BYTES, 1, use_tanh, False)
+        copy_bytes(o, o_at + done, pad, 2 * _PAD_BYTES, rest)
+
+
+@njit(parallel=True, nogil=True, cache=True, error_model="numpy")
+def gelu_flat(g, x, o, use_tanh, streaming):
+    """Contiguous float32 arrays: o = g * GELU'(x). The rows are blocks of BLOCK elements,
+    handed out in up to RUNS runs that each allocate their pad once. `streaming` (o aligned
+    to 64 bytes): stored non-temporally, each run fenced."""
+    n = o.size
+    gb, xb, ob = g.view(np.uint8), x.view(np.uint8), o.view(np.uint8)
+    blocks = (n + BLOCK - 1) // BLOCK
+    runs = min(blocks, RUNS)
+    for run in prange(runs):
+        pad = np.empty(PAD_BYTES, np.uint8)
+        for b in range(run * blocks // runs, (run + 1) * blocks // runs):
+            start = b * BLOCK
+            at = start * 4
+            gelu_row(xb, at, gb, at, ob, at, min(BLOCK, n - start), use_tanh, pad, streaming)
+        if streaming:
+            store_fence()
