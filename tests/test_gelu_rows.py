@@ -135,13 +135,15 @@ def test_results_are_exactly_0_or_1_past_the_tails(approximate):
         assert (_derivative(x, approximate) == value).all()
 
 
-def test_tanh_form_within_twenty_ulp_away_from_the_root():
-    """The tanh form, where |GELU'| >= 0.05 (away from its root, where the bar's absolute
-    term holds instead): within 20 ULP (14.4 measured)."""
-    x = np.linspace(-12.0, 12.0, 2_000_001, dtype=np.float32)
+def test_tanh_form_within_24_ulp_for_x_within_4():
+    """The tanh form for |x| < 4, densely, and every float32 within 3000 ULP of its root
+    (the root polynomial): within 24 ULP (19.0 measured; 2.3 around the root). Further out
+    the rounding error of 2u reaches the exp and the bar's absolute term holds instead."""
+    root = -float(gelu_rows._TANH_ROOT_HI)
+    x = np.concatenate([np.linspace(-4.0, 4.0, 2_000_001, dtype=np.float32),
+                        np.float32(root) + np.arange(-3000, 3000, dtype=np.float32) * 6e-8])
     exact = R.gelu_derivative(x, "tanh")
-    away = np.abs(exact) >= 0.05
-    assert _ulp_error(_derivative(x, "tanh"), exact)[away].max() <= 20.0
+    assert _ulp_error(_derivative(x, "tanh"), exact).max() <= 24.0
 
 
 @pytest.mark.parametrize("approximate", MODES)
@@ -158,7 +160,7 @@ def test_coefficients_are_the_fit_tool_s():
     """tools/fit_gelu.py reproduces every coefficient set of gelu_rows (as float32) and its
     root, and reports the fit errors the module quotes."""
     fit_tool = load_script(Path(__file__).resolve().parents[1] / "tools" / "fit_gelu.py")
-    quoted = {"_EXP_C": 2.0e-9, "_GELU_V": 4.4e-9}
+    quoted = {"_EXP_C": 2.0e-9, "_GELU_V": 1.3e-8}
     for name, (coeffs, error) in fit_tool.fits().items():
         assert coeffs.astype(np.float32).tolist() == list(getattr(gelu_rows, name)), name
         assert error <= quoted[name] * 1.05, name
@@ -188,12 +190,12 @@ def _horner(t, coefficients):
 
 
 @njit
-def _scalar_scaled_exp(y, y_lo):
+def _scalar_scaled_exp(y, lo, lo_scale):
     """The documented exp, one value at a time: 2**(k + SCALE) into e**r's exponent."""
     t = _fma(y, gelu_rows._LOG2E, gelu_rows._ROUNDER)
     k = t - gelu_rows._ROUNDER
     r = _fma(k, -gelu_rows._LN2_HI, y)
-    r = _fma(k, -gelu_rows._LN2_LO, r) + y_lo
+    r = _fma(lo, lo_scale, _fma(k, -gelu_rows._LN2_LO, r))
     return np.ldexp(_horner(r, gelu_rows._EXP_C), np.int64(k) + gelu_rows.SCALE)
 
 
@@ -214,23 +216,26 @@ def _scalar_derivatives(x, use_tanh):
         if use_tanh:
             ac = gelu_rows.TANH_CLAMP if a > gelu_rows.TANH_CLAMP else a
             square = ac * ac
-            two_u = ac * _fma(square, gelu_rows._TWO_U[1], gelu_rows._TWO_U[0])
-            e = _scalar_scaled_exp(two_u * f(-1.0), f(0.0))
+            minus_two_u = ac * _fma(square, -gelu_rows._TWO_U[1], -gelu_rows._TWO_U[0])
+            e = _scalar_scaled_exp(minus_two_u, f(0.0), f(0.0))
             big = f(1.0) / (f(1.0) + _unscaled(e >= f(2.0 ** (gelu_rows.SCALE - 30)), e))
             small = e * big
-            w = (ac * _fma(square, gelu_rows._W[1], gelu_rows._W[0])) * (small * big)
+            w = (a * (small * big)) * _fma(square, gelu_rows._W[1], gelu_rows._W[0])
             tail = _unscaled(keep, small - w if negative else w)
-            d = tail if negative else big + tail
+            near = (gelu_rows._TANH_ROOT_HI - a) + gelu_rows._TANH_ROOT_LO
+            if negative and abs(near) < gelu_rows.ROOT_BAND:
+                out[i] = near * _horner(near, gelu_rows._TANH_BAND)
+            else:
+                out[i] = tail if negative else big + tail
         else:
             ac = gelu_rows.ERF_CLAMP if a > gelu_rows.ERF_CLAMP else a
             square = ac * ac
-            square_lo = _fma(ac, ac, square * f(-1.0))
-            e = _scalar_scaled_exp(square * f(-0.5), square_lo * f(-0.5))
+            square_lo = _fma(ac, ac, -square)
+            e = _scalar_scaled_exp(square * f(-0.5), square_lo, f(-0.5))
             t = f(1.0) / _fma(a, gelu_rows._T_SCALE, f(1.0))
             linear = (gelu_rows._ROOT_HI - a) + gelu_rows._ROOT_LO
             q = _unscaled(keep, e * (linear * _horner(t, gelu_rows._GELU_V)))
-            d = q if negative else f(1.0) - q
-        out[i] = d + (x[i] - x[i])
+            out[i] = q if negative else f(1.0) - q
     return out
 
 

@@ -1,15 +1,18 @@
 """The kernels on CPUs without this machine's features: float16 conversions without F16C
-(integer arithmetic, bit for bit what F16C gives), and a whole build for baseline x86-64
-(SSE2 only), run in a subprocess and compared with this process's results."""
+(integer arithmetic, bit for bit what F16C gives), a whole build for baseline x86-64
+(SSE2 only), run in a subprocess and compared with this process's results, and every
+kernel's LLVM IR cross-compiled for AArch64."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
 
+import llvmlite.binding as llvm
 import numpy as np
 import pytest
 from numba import njit
@@ -111,3 +114,36 @@ def test_baseline_x86_64_build_gives_the_same_results(tmp_path):
         got, want = np.array(baseline[key], np.float64), np.array(native[key], np.float64)
         tolerance = 2.0**-21 if key.startswith("f32") else 2.0**-7
         np.testing.assert_allclose(got, want, rtol=tolerance, atol=1e-30, err_msg=key)
+
+
+AARCH64 = "aarch64-unknown-linux-gnu"
+
+
+def test_every_kernel_compiles_for_aarch64_with_neon(tmp_path):
+    """Every operator's kernels, as Numba generates their LLVM IR for a CPU of no particular
+    features (x86's store fence left out, as it is on AArch64), compile to AArch64 code: no
+    x86 intrinsic in any module, and the GELU rows (flat and tiled kernel) become NEON
+    vector arithmetic (fmla/fdiv on .4s)."""
+    env = {**os.environ, "NUMBA_CPU_NAME": "generic", "NUMBA_CACHE_DIR": str(tmp_path),
+           "NUMBA_DUMP_LLVM": "1"}
+    calls = "from aclnn.kernels import bits\nbits._X86 = False\n" + _CALLS
+    done = subprocess.run([sys.executable, "-c", calls], capture_output=True, text=True,
+                          env=env, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    modules = re.findall(r"-+LLVM DUMP [^\n]*-+\n(.*?)\n=+\n", done.stdout, re.S)
+    assert len(modules) > 20
+    llvm.initialize_all_targets()
+    llvm.initialize_all_asmprinters()
+    machine = llvm.Target.from_triple(AARCH64).create_target_machine(features="+neon")
+    neon_rows = 0
+    for text in modules:
+        assert "@llvm.x86." not in text
+        text = re.sub(r'target triple = ".*"', f'target triple = "{AARCH64}"', text)
+        text = re.sub(r'target datalayout = ".*"',
+                      f'target datalayout = "{machine.target_data}"', text)
+        module = llvm.parse_assembly(text)
+        module.verify()
+        assembly = machine.emit_assembly(module)
+        neon_rows += bool(re.search(r"fdiv\s+v\d+\.4s", assembly)
+                          and re.search(r"fmla\s+v\d+\.4s", assembly))
+    assert neon_rows >= 2

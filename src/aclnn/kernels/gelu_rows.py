@@ -21,8 +21,8 @@ erf form: GELU'(x) = Phi(x) + x phi(x) is q(a) for x < 0 and 1 - q(a) otherwise,
 
     q(a) = Phi(-a) - a phi(a) = exp(-a**2/2) * (a_r - a) * V(t),  t = 1/(1 + a/(2 sqrt2)),
 
-a_r the root of q (held in two float32 parts, so a_r - a is exact near it), V of degree 9
-(within 4.4e-9, V(1) = 1/(2 a_r) exactly, so GELU'(0) = 1/2), and the rounding error of
+a_r the root of q (held in two float32 parts, so a_r - a is exact near it), V of degree 8
+(within 1.3e-8, V(1) = 1/(2 a_r) exactly, so GELU'(0) = 1/2), and the rounding error of
 a**2 carried into the exp's reduced argument: within 6 float32 ULP down to the subnormal
 results. +-inf gives NaN, as the formula does in PyTorch.
 
@@ -31,8 +31,9 @@ S = e B (the sigmoids of +-2u),
 
     GELU'(x) = S - w  for x < 0,  B + w  otherwise,  w = |x| sqrt(2/pi)(2 + 0.26829 x**2) S B
 
-(0.26829 = 6 * 0.044715), which meets SPEC §10's bar (8 ULP + 2**-22 |g|): near the root
-the two terms cancel only to an absolute error of a few 1e-8.
+(0.26829 = 6 * 0.044715); near its root a_r, where S - w cancels, GELU'(-a) = d P(d) with
+d = a_r - a exact (a_r in two parts) and P of degree 5 interpolating in float64, for |d| <
+ROOT_BAND: within 24 float32 ULP for |x| < 4, and SPEC §10's 8 ULP + 2**-22 |g| beyond.
 
 (Coefficients: tools/fit_gelu.py, from mpmath references.)
 """
@@ -64,9 +65,9 @@ _LN2_LO = f(1.428606765330187e-06)
 SCALE = 64  # e**y is computed times 2**SCALE: normal for every y >= -130
 
 _GELU_V = tuple(f(c) for c in (
-    0.3989390836588086, 0.10611886741880797, 0.0835012383087859, 0.06187271938800103,
-    0.01111807234303505, 0.04125522994476243, -0.05201707443591371, 0.009016615487457162,
-    0.008309986605798264, -0.003036743588108403))
+    0.3989356458187103, 0.10620013624429703, 0.08269356191158295, 0.06628476083278656,
+    -0.0035234102979302406, 0.07198294997215271, -0.09297317266464233, 0.04259147495031357,
+    -0.007113972213119268))
 _ROOT = 0.7517915246935644574579049
 _ROOT_HI = f(_ROOT)
 _ROOT_LO = f(_ROOT - float(_ROOT_HI))
@@ -81,6 +82,33 @@ _K = math.sqrt(2 / math.pi)
 _C = 0.044715
 _TWO_U = (f(2 * _K), f(2 * _K * _C))  # 2u = a (2k + 2kc a**2)
 _W = (f(2 * _K), f(6 * _K * _C))  # w = a (2k + 6kc a**2) S B
+ROOT_BAND = 0.1  # |a - a_r| below which the tanh form takes its root polynomial
+_BAND_DEGREE = 5
+
+
+def _q_tanh(a: float) -> float:
+    """GELU'(-a) of the tanh form in float64: with s = 1/(1 + e**2u),
+    s (1 - 2a (1 - s) k (1 + 3c a**2))."""
+    s = 1 / (1 + math.exp(2 * _K * (a + _C * a ** 3)))
+    return s * (1 - 2 * a * (1 - s) * _K * (1 + 3 * _C * a * a))
+
+
+def _tanh_root_band() -> tuple[np.float32, np.float32, tuple]:
+    """The tanh form's root a_r (two float32 parts, found by float64 bisection) and P,
+    GELU'(-a) = d P(d) with d = a_r - a on |d| <= ROOT_BAND: P interpolates at Chebyshev
+    nodes (none at d = 0) in float64."""
+    lo, hi = 0.5, 1.0  # q(0.5) > 0 > q(1)
+    for _ in range(64):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if _q_tanh(mid) > 0 else (lo, mid)
+    root = 0.5 * (lo + hi)
+    d = ROOT_BAND * np.cos(np.pi * (np.arange(_BAND_DEGREE + 1) + 0.5) / (_BAND_DEGREE + 1))
+    ratio = [_q_tanh(root - v) / v for v in d]
+    p = np.linalg.solve(np.vander(d, _BAND_DEGREE + 1, increasing=True), ratio)
+    return f(root), f(root - float(f(root))), tuple(f(c) for c in p)
+
+
+_TANH_ROOT_HI, _TANH_ROOT_LO, _TANH_BAND = _tanh_root_band()
 TANH_CLAMP = f(11.5)  # keeps 2u <= 127
 
 
@@ -113,16 +141,16 @@ class _Vectors:
         return self.b.select(self.b.fcmp_ordered(">", a, self.const(limit)),
                              self.const(limit), a)
 
-    def scaled_exp(self, y, y_lo=None):
-        """2**SCALE * e**(y + y_lo) for -130 <= y <= 0 (y_lo: a correction far below y's
-        ULP): a normal float32 throughout."""
+    def scaled_exp(self, y, lo=None, lo_scale=None):
+        """2**SCALE * e**(y + lo * lo_scale) for -130 <= y <= 0 (lo * lo_scale: a
+        correction far below y's ULP, added by one FMA): a normal float32 throughout."""
         b = self.b
         t = self.fma(y, self.const(_LOG2E), self.const(_ROUNDER))
         k = b.fsub(t, self.const(_ROUNDER))
         r = self.fma(k, self.const(-_LN2_HI), y)
         r = self.fma(k, self.const(-_LN2_LO), r)
-        if y_lo is not None:
-            r = b.fadd(r, y_lo)
+        if lo is not None:
+            r = self.fma(lo, lo_scale, r)
         p = b.bitcast(self.horner(r, _EXP_C), VI)
         power = b.shl(b.add(b.bitcast(t, VI), splat(VI, SCALE)), splat(VI, 23))
         return b.bitcast(b.add(p, power), VF)
@@ -142,38 +170,39 @@ class _Vectors:
         return negative, b.fcmp_ordered("<", a, limit)
 
     def erf_derivative(self, x):
-        """GELU'(x), erf form (see the module's docstring)."""
+        """GELU'(x), erf form (see the module's docstring). +-inf: NaN from (a_r - a) * 0."""
         b = self.b
         a = self.abs(x)
         ac = self.at_most(a, ERF_CLAMP)
         square = b.fmul(ac, ac)
-        square_lo = self.fma(ac, ac, b.fmul(square, self.const(-1.0)))
-        half = self.const(-0.5)
-        e = self.scaled_exp(b.fmul(square, half), b.fmul(square_lo, half))
+        square_lo = self.fma(ac, ac, b.fneg(square))
+        e = self.scaled_exp(b.fmul(square, self.const(-0.5)), square_lo, self.const(-0.5))
         t = b.fdiv(self.const(1.0), self.fma(a, self.const(_T_SCALE), self.const(1.0)))
         linear = b.fadd(b.fsub(self.const(_ROOT_HI), a), self.const(_ROOT_LO))
         negative, keep = self.within(x, a, *ERF_TAIL)
         q = self.unscaled(keep, b.fmul(e, b.fmul(linear, self.horner(t, _GELU_V))))
-        d = b.select(negative, q, b.fsub(self.const(1.0), q))
-        return b.fadd(d, b.fsub(x, x))  # +-inf: NaN
+        return b.select(negative, q, b.fsub(self.const(1.0), q))
 
     def tanh_derivative(self, x):
-        """GELU'(x), tanh form (see the module's docstring)."""
+        """GELU'(x), tanh form (see the module's docstring). +-inf: NaN from inf * 0."""
         b = self.b
         a = self.abs(x)
         ac = self.at_most(a, TANH_CLAMP)
         square = b.fmul(ac, ac)
-        two_u = b.fmul(ac, self.fma(square, self.const(_TWO_U[1]), self.const(_TWO_U[0])))
-        e = self.scaled_exp(b.fmul(two_u, self.const(-1.0)))
+        minus_two_u = b.fmul(ac, self.fma(square, self.const(-_TWO_U[1]),
+                                          self.const(-_TWO_U[0])))
+        e = self.scaled_exp(minus_two_u)
         counts = b.fcmp_ordered(">=", e, self.const(2.0 ** (SCALE - 30)))  # 1 + e != 1
         big = b.fdiv(self.const(1.0), b.fadd(self.const(1.0), self.unscaled(counts, e)))
         small = b.fmul(e, big)
-        w = b.fmul(b.fmul(ac, self.fma(square, self.const(_W[1]), self.const(_W[0]))),
-                   b.fmul(small, big))
+        w = b.fmul(b.fmul(a, b.fmul(small, big)),
+                   self.fma(square, self.const(_W[1]), self.const(_W[0])))
         negative, keep = self.within(x, a, *TANH_TAIL)
         tail = self.unscaled(keep, b.select(negative, b.fsub(small, w), w))
         d = b.select(negative, tail, b.fadd(big, tail))
-        return b.fadd(d, b.fsub(x, x))  # +-inf: NaN
+        near = b.fadd(b.fsub(self.const(_TANH_ROOT_HI), a), self.const(_TANH_ROOT_LO))
+        in_band = b.and_(negative, b.fcmp_ordered("<", self.abs(near), self.const(ROOT_BAND)))
+        return b.select(in_band, b.fmul(near, self.horner(near, _TANH_BAND)), d)
 
 
 def _row_block(use_tanh: bool):
