@@ -142,3 +142,35 @@ def test_gelu_lookup_equals_the_strided_kernel(dtype, approximate):
     spread_x[::2], spread_g[::2] = x, g
     strided = aclnn.gelu_backward(spread_g[::2], spread_x[::2], approximate)
     assert np.array_equal(contiguous.view(np.uint16), strided.view(np.uint16))
+
+
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16])
+@pytest.mark.parametrize("op", ["smooth_l1", "l1"])
+def test_16bit_tiled_rows_give_the_float32_rows_bits(op, dtype, monkeypatch):
+    """One 16-bit dtype throughout and nothing staged: the tiled kernel computes the rows in
+    that dtype (converted in registers; a broadcast target, a strided self and a strided
+    output gathered and scattered as they are). They give the bits of rows converted to
+    float32 and back, streamed or not, for a contiguous and a strided self alike."""
+    g, x, y = operands(op, [(ROWS, COLS), (ROWS, COLS), (ROWS, 1)], dtype)
+    strided_x = strided_device(x, layout_strides(x.shape, step=2))
+    out = strided_device(np.zeros((ROWS, COLS), dtype), layout_strides((ROWS, COLS), step=3))
+    chosen = []
+    native_code = pointwise._row_code
+
+    def spy(*args):
+        chosen.append(native_code(*args))
+        return chosen[-1]
+
+    try:
+        results = []
+        for row_code, stream_bytes in ((spy, pointwise.STREAM_BYTES), (spy, 0),
+                                       (lambda *args: pointwise.F32, pointwise.STREAM_BYTES)):
+            monkeypatch.setattr(pointwise, "_row_code", row_code)
+            monkeypatch.setattr(pointwise, "STREAM_BYTES", stream_bytes)
+            results += [bits(compute(op, [g, x, y], CASES[op])),
+                        bits(compute(op, [g, strided_x, y], CASES[op], out=out).copy())]
+    finally:
+        strided_x.free()
+        out.free()
+    assert chosen and pointwise.F32 not in chosen
+    assert all(np.array_equal(result, results[0]) for result in results[1:])

@@ -335,6 +335,20 @@ def load_span(buf, code, base, stride, n, out, at=0):
 
 
 @njit(inline="always", error_model="numpy", fastmath={"contract"})
+def copy_span16(src, base, stride, n, dst, at):
+    """dst[at + 2i : at + 2i + 2] = the 16-bit element of src at base + i*stride, for i < n
+    (uint8 arrays, byte offsets; stride 0 repeats one element): a row of a float16 or
+    bfloat16 operand gathered as it is, no conversion."""
+    if stride == 0:
+        value = load_u16(src, base)
+        for i in range(n):
+            store_u16(dst, at + 2 * i, value)
+    else:
+        for i in range(n):
+            store_u16(dst, at + 2 * i, load_u16(src, base + stride * i))
+
+
+@njit(inline="always", error_model="numpy", fastmath={"contract"})
 def store_span(buf, code, base, stride, n, values, at=0):
     """Write the n float32 values[at:at + n] to buf at base + i*stride, rounded to the
     given code."""
