@@ -9,8 +9,13 @@ signatures it compiled and those it loaded from the cache.
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
+from pathlib import Path
+
+import aclnn
 
 CALLS = """
 import json
@@ -55,3 +60,43 @@ def test_a_second_process_loads_every_kernel_from_the_cache():
             "smooth_l1_flat", "aclnn.kernels.gelu_rows.gelu_flat"} <= set(used)
     assert {name: compiled for name, (compiled, _) in used.items() if compiled} == {}
     assert report["aclnn.kernels.pointwise._tiled_backward"][1] == 2  # once per operator
+
+
+GELU_BOTH_WAYS = """
+import json
+import numpy as np
+import aclnn
+x = np.linspace(-3, 3, 64 * 64, dtype=np.float32).reshape(64, 64)
+contiguous = aclnn.gelu_backward(np.ones_like(x), x, approximate="tanh")
+strided = aclnn.gelu_backward(np.ones_like(x), x.T.copy().T, approximate="tanh")
+print(json.dumps([np.asarray(r, np.float64).ravel().tolist() for r in (contiguous, strided)]))
+"""
+
+
+def _gelu_both_ways(package_parent) -> tuple[list, list]:
+    """GELU (tanh) by the flat kernel and by the tiled one, in a fresh process importing
+    the aclnn package under `package_parent`."""
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
+    env["PYTHONPATH"] = str(package_parent)
+    done = subprocess.run([sys.executable, "-c", GELU_BOTH_WAYS], check=True,
+                          capture_output=True, text=True, timeout=600, env=env)
+    contiguous, strided = json.loads(done.stdout.strip().splitlines()[-1])
+    return contiguous, strided
+
+
+def test_a_change_to_a_module_recompiles_the_kernels_that_compile_it_in(tmp_path):
+    """The tiled kernel (pointwise.py) compiles gelu_rows' rows into itself: after a change
+    to gelu_rows.py alone, a new process recompiles it too, instead of running the old rows
+    from the cache (Numba's own stamp covers only the function's file)."""
+    copy = tmp_path / "aclnn"
+    shutil.copytree(Path(aclnn.__file__).parent, copy,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    before = _gelu_both_ways(tmp_path)
+    assert before[0] == before[1]
+    rows = copy / "kernels" / "gelu_rows.py"
+    text = rows.read_text()
+    assert "_W = (f(2 * _K), f(6 * _K * _C))" in text
+    rows.write_text(text.replace("_W = (f(2 * _K), f(6 * _K * _C))", "_W = (f(0.0), f(0.0))"))
+    after = _gelu_both_ways(tmp_path)
+    assert after[0] != before[0]
+    assert after[1] == after[0]

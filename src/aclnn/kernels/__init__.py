@@ -1,0 +1,61 @@
+"""The compiled kernels.
+
+Numba keeps a compiled function on disk and throws it away when the function's own source
+file changes, but a kernel here also compiles code of other modules of this package into
+itself (pointwise's tiled kernel takes the rows of gelu_rows and smooth_l1_rows): after a
+change to one of those alone, it would go on running the old code. So the stamp that
+Numba checks a cached kernel against also covers every source file of this package.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from numba.core import caching
+
+_HERE = Path(__file__).resolve().parent
+
+
+def _sources_digest() -> str:
+    """A digest of every module of this package (names and contents)."""
+    digest = hashlib.sha256()
+    for path in sorted(_HERE.glob("*.py")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+SOURCES_DIGEST = _sources_digest()
+
+
+def _package_stamped(base: type) -> type:
+    """A Numba cache locator like `base`, for this package's functions only, whose source
+    stamp is the function file's own and SOURCES_DIGEST."""
+    class Locator(base):
+        def get_source_stamp(self):
+            return super().get_source_stamp(), SOURCES_DIGEST
+
+        @classmethod
+        def from_function(cls, py_func, py_file):
+            if Path(py_file).resolve().parent != _HERE:
+                return None
+            return super().from_function(py_func, py_file)
+
+    Locator.__name__ = Locator.__qualname__ = f"PackageStamped{base.__name__}"
+    return Locator
+
+
+def _install_locators() -> None:
+    """Put the package-stamped locators ahead of Numba's own (NUMBA_CACHE_DIR first, then
+    the in-tree __pycache__); with a Numba that lays its locators out otherwise, keep
+    Numba's."""
+    classes = getattr(caching.CacheImpl, "_locator_classes", None)
+    bases = [getattr(caching, name, None)
+             for name in ("UserProvidedCacheLocator", "InTreeCacheLocator")]
+    if not isinstance(classes, list) or any(b is None or b not in classes for b in bases):
+        return
+    for base in bases:
+        classes.insert(classes.index(base), _package_stamped(base))
+
+
+_install_locators()
