@@ -3,7 +3,7 @@
 Every lane of every vector goes through the same operations, whatever its value: no
 segment tables, no fallback for wide inputs, no ISA-specific instructions (generic LLVM
 vector IR, 16 lanes, which LLVM splits into AVX2, AVX-512 or NEON registers). The cost is
-some forty vector operations per 16 elements for either form.
+some forty vector operations per 16 elements for the erf form, fifty for the tanh form.
 
 Both forms reduce to an exponential of a non-positive argument y >= -130 (the inputs are
 clamped where the result is already exactly 0 or 1):
