@@ -15,9 +15,9 @@ import textwrap
 import llvmlite.binding as llvm
 import numpy as np
 import pytest
-from numba import njit
 
 from aclnn.kernels import bits
+from support import mapped
 
 BASELINE = {"NUMBA_CPU_NAME": "x86-64",
             "NUMBA_CPU_FEATURES": "+64bit,+cmov,+cx8,+fxsr,+mmx,+sse,+sse2"}
@@ -26,20 +26,7 @@ BASELINE = {"NUMBA_CPU_NAME": "x86-64",
 def _converters():
     """Fresh (uncached) compiled loops through half_to_f32 / f32_to_half, generated with the
     current value of bits.F16C."""
-    @njit
-    def widen(h):
-        out = np.empty(h.size, np.float32)
-        for i in range(h.size):
-            out[i] = bits.half_to_f32(h[i])
-        return out
-
-    @njit
-    def narrow(x):
-        out = np.empty(x.size, np.uint16)
-        for i in range(x.size):
-            out[i] = bits.f32_to_half(x[i])
-        return out
-    return widen, narrow
+    return mapped(bits.half_to_f32), mapped(bits.f32_to_half, np.uint16)
 
 
 def _float32_sample() -> np.ndarray:

@@ -335,17 +335,17 @@ def load_span(buf, code, base, stride, n, out, at=0):
 
 
 @njit(inline="always", error_model="numpy", fastmath={"contract"})
-def copy_span16(src, base, stride, n, dst, at):
-    """dst[at + 2i : at + 2i + 2] = the 16-bit element of src at base + i*stride, for i < n
-    (uint8 arrays, byte offsets; stride 0 repeats one element): a row of a float16 or
-    bfloat16 operand gathered as it is, no conversion."""
-    if stride == 0:
-        value = load_u16(src, base)
+def copy_span16(src, src_at, src_step, dst, dst_at, dst_step, n):
+    """The n 16-bit elements of src at byte src_at + i*src_step copied as they are to dst at
+    byte dst_at + i*dst_step (uint8 arrays; src_step 0 repeats one element, in a loop of
+    its own): a row of a float16 or bfloat16 operand gathered or scattered, no conversion."""
+    if src_step == 0:
+        value = load_u16(src, src_at)
         for i in range(n):
-            store_u16(dst, at + 2 * i, value)
+            store_u16(dst, dst_at + dst_step * i, value)
     else:
         for i in range(n):
-            store_u16(dst, at + 2 * i, load_u16(src, base + stride * i))
+            store_u16(dst, dst_at + dst_step * i, load_u16(src, src_at + src_step * i))
 
 
 @njit(inline="always", error_model="numpy", fastmath={"contract"})

@@ -39,10 +39,8 @@ from .bits import (
     element_bytes,
     load_as_f32,
     load_span,
-    load_u16,
     store_fence,
     store_span,
-    store_u16,
 )
 from .gelu_rows import PAD_BYTES as GELU_PAD
 from .gelu_rows import gelu_flat, gelu_row
@@ -184,12 +182,12 @@ def _work_areas(meta, tile_rows, tile_cols, row_code):
 
 @njit(inline="always", error_model="numpy", fastmath={"contract"})
 def _locate_rows(bufs, meta, k, base, rows, n, work, tile_cols, area, row_code):
-    """Where the tile's rows of operand k are read (or, for the output, computed) as float32:
-    (1 if in the work area else 0 for its own buffer, byte offset of its first row, byte
-    step between rows). Contiguous float32 lies where it is; a transposed input is staged
-    whole into its work area (see `_work_areas`, starting at work[area]); anything else
-    goes through a row of the work area (step 0): inputs converted into it by
-    `_convert_rows`, the output stored from it by `_flush_row`."""
+    """Where the tile's rows of operand k are read (or, for the output, computed) in the
+    rows' dtype: (1 if in the work area else 0 for its own buffer, byte offset of its first
+    row, byte step between rows). Contiguous rows of that dtype lie where they are; a
+    transposed input is staged whole into its work area (see `_work_areas`, starting at
+    work[area]); anything else goes through a row of the work area (step 0): inputs put
+    into it by `_convert_rows`, the output stored from it by `_flush_row`."""
     if _in_place(meta, k, row_code):
         return 0, base, meta[k, _MID]
     if _strides_past_line(meta, k) and k < meta.shape[0] - 1:
@@ -209,7 +207,7 @@ def _convert_rows(bufs, meta, place, r, n, work, work_bytes, areas, row_code):
             if row_code == F32:
                 load_span(bufs[k], meta[k, 0], first, meta[k, _INNER], n, work, areas[k])
             else:
-                copy_span16(bufs[k], first, meta[k, _INNER], n, work_bytes, 4 * areas[k])
+                copy_span16(bufs[k], first, meta[k, _INNER], work_bytes, 4 * areas[k], 2, n)
 
 
 @njit(inline="always", error_model="numpy", fastmath={"contract"})
@@ -221,9 +219,7 @@ def _flush_row(bufs, meta, place, r, n, work, work_bytes, areas, row_code):
         if row_code == F32:
             store_span(bufs[k], meta[k, 0], first, meta[k, _INNER], n, work, areas[k])
         else:
-            for i in range(n):
-                store_u16(bufs[k], first + i * meta[k, _INNER], load_u16(work_bytes,
-                                                                        4 * areas[k] + 2 * i))
+            copy_span16(work_bytes, 4 * areas[k], 2, bufs[k], first, meta[k, _INNER], n)
 
 
 @njit(inline="always", error_model="numpy", fastmath={"contract"})
