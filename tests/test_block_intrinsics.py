@@ -4,8 +4,9 @@
 and ordinary ones for the unaligned head and tail: every start offset within a cache line
 and lengths around the vector width must write exactly the row, and not one byte outside
 it. `transpose_x16` turns a 16 x 16 block of float32, float16 or bfloat16 in registers
-into float32 (conversions exact, NaN payloads, -0, infinities and subnormals kept): any
-source step and offset, any destination position, nothing written outside the block."""
+into float32 (conversions exact, NaN payloads, -0, infinities and subnormals kept), or a
+16-bit block into the same 16-bit bits: any source step and offset, any destination
+position, nothing written outside the block."""
 
 import ml_dtypes
 import numpy as np
@@ -54,22 +55,27 @@ def test_misaligned_element_start_falls_back_to_ordinary_stores():
 
 
 @njit
-def _transpose(code, src, at, step, dst, dst_at, dst_step):
-    transpose_x16(code, src, at, step, dst, dst_at, dst_step)
+def _transpose(code, row_code, src, at, step, dst, dst_at, dst_step):
+    transpose_x16(code, row_code, src, at, step, dst, dst_at, dst_step)
 
 
-@pytest.mark.parametrize("dtype, code", [(np.float32, F32), (np.float16, F16),
-                                         (ml_dtypes.bfloat16, BF16)])
+@pytest.mark.parametrize("dtype, code, kept", [
+    (np.float32, F32, False), (np.float16, F16, False), (ml_dtypes.bfloat16, BF16, False),
+    (np.float16, F16, True), (ml_dtypes.bfloat16, BF16, True)])
 @pytest.mark.parametrize("row, col, side", [(0, 0, 16), (3, 5, 40), (17, 2, 33)])
-def test_transpose_block(dtype, code, row, col, side):
+def test_transpose_block(dtype, code, kept, row, col, side):
+    """Into float32 rows, or (`kept`) into rows of the 16-bit dtype itself, bits as they are."""
     source = np.random.default_rng(side).standard_normal((side, side)).astype(dtype)
     tiny = ml_dtypes.finfo(dtype).smallest_subnormal
     source[row, col:col + 5] = np.array([np.nan, -0.0, np.inf, tiny, -tiny]).astype(dtype)
     source[row + 1, col] = np.array(0x7FC1, np.uint16).view(dtype) if code != F32 else np.nan
-    dst = np.full(20 * 20, -7.0, np.float32)
-    size = np.dtype(dtype).itemsize
-    _transpose(code, source.reshape(-1).view(np.uint8), size * (row * side + col),
-               size * side, dst, 2 * 20 + 1, 20)
-    expected = np.full((20, 20), -7.0, np.float32)
-    expected[2:18, 1:17] = source[row:row + 16, col:col + 16].T.astype(np.float32)
-    assert dst.view(np.uint32).tolist() == expected.reshape(-1).view(np.uint32).tolist()
+    row_dtype = dtype if kept else np.float32
+    dst = np.full(20 * 20, -7.0, row_dtype)
+    size, row_size = np.dtype(dtype).itemsize, np.dtype(row_dtype).itemsize
+    _transpose(code, code if kept else F32, source.reshape(-1).view(np.uint8),
+               size * (row * side + col), size * side, dst.view(np.uint8),
+               row_size * (2 * 20 + 1), row_size * 20)
+    expected = np.full((20, 20), -7.0, row_dtype)
+    expected[2:18, 1:17] = source[row:row + 16, col:col + 16].T.astype(row_dtype)
+    unsigned = np.uint32 if row_size == 4 else np.uint16
+    assert dst.view(unsigned).tolist() == expected.reshape(-1).view(unsigned).tolist()

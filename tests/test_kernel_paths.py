@@ -147,12 +147,14 @@ def test_gelu_lookup_equals_the_strided_kernel(dtype, approximate):
 @pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16])
 @pytest.mark.parametrize("op", ["smooth_l1", "l1"])
 def test_16bit_tiled_rows_give_the_float32_rows_bits(op, dtype, monkeypatch):
-    """One 16-bit dtype throughout and nothing staged: the tiled kernel computes the rows in
-    that dtype (converted in registers; a broadcast target, a strided self and a strided
-    output gathered and scattered as they are). They give the bits of rows converted to
-    float32 and back, streamed or not, for a contiguous and a strided self alike."""
+    """One 16-bit dtype throughout: the tiled kernel computes the rows in that dtype
+    (converted in registers; a broadcast target, a strided self and a strided output
+    gathered and scattered as they are, a transposed self staged as it is, by blocks and
+    what they leave). They give the bits of rows converted to float32 and back, streamed
+    or not, for a contiguous, a strided and a transposed self alike."""
     g, x, y = operands(op, [(ROWS, COLS), (ROWS, COLS), (ROWS, 1)], dtype)
     strided_x = strided_device(x, layout_strides(x.shape, step=2))
+    transposed_x = transposed(x)
     out = strided_device(np.zeros((ROWS, COLS), dtype), layout_strides((ROWS, COLS), step=3))
     chosen = []
     native_code = pointwise._row_code
@@ -168,9 +170,11 @@ def test_16bit_tiled_rows_give_the_float32_rows_bits(op, dtype, monkeypatch):
             monkeypatch.setattr(pointwise, "_row_code", row_code)
             monkeypatch.setattr(pointwise, "STREAM_BYTES", stream_bytes)
             results += [bits(compute(op, [g, x, y], CASES[op])),
-                        bits(compute(op, [g, strided_x, y], CASES[op], out=out).copy())]
+                        bits(compute(op, [g, strided_x, y], CASES[op], out=out).copy()),
+                        bits(compute(op, [g, transposed_x, y], CASES[op]))]
     finally:
         strided_x.free()
+        transposed_x.free()
         out.free()
     assert chosen and pointwise.F32 not in chosen
     assert all(np.array_equal(result, results[0]) for result in results[1:])

@@ -179,16 +179,19 @@ _PAIRS_LOW, _PAIRS_HIGH = _in_lanes([0, 16, 1, 17]), _in_lanes([2, 18, 3, 19])  
 _HALVES_LOW, _HALVES_HIGH = _in_lanes([0, 1, 16, 17]), _in_lanes([2, 3, 18, 19])  # unpck*pd
 
 
-def _transpose_intrinsic(code: int):
+def _transpose_intrinsic(code: int, widen: bool):
     """The block transpose by quads: vector (a, q) gathers quad q (elements 4q..4q+3) of
     rows a, 4+a, 8+a, 12+a into its four 128-bit lanes as it loads them (inserts, not
     shuffles), so that four such vectors hold a 4 x 4 block in each lane, which two rounds
     of in-lane unpacks transpose: 32 in-lane shuffles where swapping off-diagonal blocks
     at every scale took 64 lane-crossing ones (blocks in cache: 16-17 % less time in
-    float32, 4-7 % in float16 and bfloat16)."""
+    float32, 4-7 % in float16 and bfloat16). The rows come out as float32 when `widen`,
+    else as the 16-bit elements they are (16-bit codes only; the unpacks move elements
+    whatever their width)."""
     quad_type = ir.VectorType(F32T if code == F32 else I16, QUAD)
+    row_type = VF if widen else VH
 
-    def transpose(typingctx, src, src_byte_index, src_step, dst, dst_index, dst_step):
+    def transpose(typingctx, src, src_byte_index, src_step, dst, dst_byte_index, dst_step):
         def codegen(context, builder, signature, args):
             s = context.make_array(signature.args[0])(context, builder, value=args[0]).data
             d = context.make_array(signature.args[3])(context, builder, value=args[3]).data
@@ -209,23 +212,24 @@ def _transpose_intrinsic(code: int):
                 u = []
                 for a in range(QUAD):
                     quads = [quad(QUAD * lane + a, q) for lane in range(QUAD)]
-                    u.append(_widened(builder, code, joined(joined(quads[0], quads[1]),
-                                                            joined(quads[2], quads[3]))))
+                    block = joined(joined(quads[0], quads[1]), joined(quads[2], quads[3]))
+                    u.append(_widened(builder, code, block) if widen else block)
                 low = [builder.shuffle_vector(u[0], u[1], m) for m in (_PAIRS_LOW, _PAIRS_HIGH)]
                 high = [builder.shuffle_vector(u[2], u[3], m) for m in (_PAIRS_LOW, _PAIRS_HIGH)]
                 rows = [builder.shuffle_vector(low[h], high[h], m)
                         for h in range(2) for m in (_HALVES_LOW, _HALVES_HIGH)]
                 for i, row in enumerate(rows):  # rows 4q + i of the result
                     at = builder.add(out_first, builder.mul(out_step, out_step.type(QUAD * q + i)))
-                    builder.store(row, builder.bitcast(builder.gep(d, [at]), VF.as_pointer()),
-                                  align=4)
+                    builder.store(row, builder.bitcast(builder.gep(d, [at]),
+                                                       row_type.as_pointer()), align=2)
             return context.get_dummy_value()
         return types.none(src, types.intp, types.intp, dst, types.intp, types.intp), codegen
     return intrinsic(transpose)
 
 
-_TRANSPOSE_F32, _TRANSPOSE_F16, _TRANSPOSE_BF16 = (_transpose_intrinsic(code)
+_TRANSPOSE_F32, _TRANSPOSE_F16, _TRANSPOSE_BF16 = (_transpose_intrinsic(code, True)
                                                    for code in (F32, F16, BF16))
+_TRANSPOSE_BITS16 = _transpose_intrinsic(F16, False)
 
 
 @njit(inline="always", error_model="numpy", fastmath={"contract"})
@@ -238,14 +242,18 @@ def split_row(code, n):
 
 
 @njit(inline="always", error_model="numpy", fastmath={"contract"})
-def transpose_x16(code, src, src_byte_index, src_step, dst, dst_index, dst_step):
+def transpose_x16(code, row_code, src, src_byte_index, src_step, dst, dst_byte_index,
+                  dst_step):
     """A 16 x 16 block of the given element code transposed in registers: the 16
     contiguous elements at src_byte_index + j * src_step (bytes) of the uint8 array `src`
-    become, as float32, column j of the rows dst[dst_index + i * dst_step:][:16] of the
-    float32 array `dst`."""
-    if code == F32:
-        _TRANSPOSE_F32(src, src_byte_index, src_step, dst, dst_index, dst_step)
+    become column j of the 16-element rows at dst_byte_index + i * dst_step (bytes) of the
+    uint8 array `dst`, in the rows' dtype `row_code`: float32, or the 16-bit code itself
+    (its elements moved as they are)."""
+    if row_code != F32:
+        _TRANSPOSE_BITS16(src, src_byte_index, src_step, dst, dst_byte_index, dst_step)
+    elif code == F32:
+        _TRANSPOSE_F32(src, src_byte_index, src_step, dst, dst_byte_index, dst_step)
     elif code == F16:
-        _TRANSPOSE_F16(src, src_byte_index, src_step, dst, dst_index, dst_step)
+        _TRANSPOSE_F16(src, src_byte_index, src_step, dst, dst_byte_index, dst_step)
     else:
-        _TRANSPOSE_BF16(src, src_byte_index, src_step, dst, dst_index, dst_step)
+        _TRANSPOSE_BF16(src, src_byte_index, src_step, dst, dst_byte_index, dst_step)

@@ -11,11 +11,13 @@ output dtype (round-to-nearest-even). Two kinds of kernel:
   to RUNS runs that each allocate their float32 work area once. A tile row of an operand
   is used where it lies when it is contiguous float32; otherwise it is loaded from its
   native dtype through its strides (stride 0 on broadcast dims, no copies) into the work
-  area, and a transposed operand is staged there a tile at a time. The row is computed,
-  then stored. An operand travels as the uint8 buffer of its allocation plus a row of
-  `meta`: [element code, byte offset of the first element, byte strides of the MAX_RANK
-  dims]; since the element code is a runtime value, one kernel serves every dtype mix,
-  compiled once per operator (the type of its row parameters picks the rows, see `_tile`).
+  area, and a transposed operand is staged there a tile at a time. SmoothL1/L1 rows of
+  one 16-bit dtype throughout are computed in that dtype, their operands gathered or
+  staged as they are (see `_row_code`). The row is computed, then stored. An operand
+  travels as the uint8 buffer of its allocation plus a row of `meta`: [element code, byte
+  offset of the first element, byte strides of the MAX_RANK dims]; since the element code
+  is a runtime value, one kernel serves every dtype mix, compiled once per operator (the
+  type of its row parameters picks the rows, see `_tile`).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from .bits import (
     element_bytes,
     load_as_f32,
     load_span,
+    store_f32,
     store_fence,
     store_span,
 )
@@ -136,31 +139,36 @@ def _in_place(meta, k, row_code):
 
 
 @njit(inline="always", error_model="numpy", fastmath={"contract"})
-def _stage(buf, code, base, inner, mid, rows, n, work, area, pitch):
+def _stage(buf, code, base, inner, mid, rows, n, work_bytes, at, pitch, row_code):
     """Read a tile column by column - each column is a run along the operand's own rows,
-    so every cache line fetched is used whole - into work[area + row * pitch + column]
-    as float32. Where the operand is contiguous along those rows, each BLOCK columns go as
-    BLOCK x BLOCK blocks transposed in registers, down the tile's rows in groups of BLOCK;
-    what the blocks leave (the last columns and rows) is read one element at a time."""
+    so every cache line fetched is used whole - into the rows of `pitch` bytes from byte
+    `at` of `work_bytes`, in the rows' dtype (see `_row_code`). Where the operand is
+    contiguous along those rows, each BLOCK columns go as BLOCK x BLOCK blocks transposed
+    in registers, down the tile's rows in groups of BLOCK; what the blocks leave (the last
+    columns and rows) is read one element at a time."""
+    size = element_bytes(row_code)
     grouped = rows - rows % BLOCK if mid == element_bytes(code) else 0
     blocks = n // BLOCK
     for b in range(blocks if grouped else 0):
         for q in range(0, grouped, BLOCK):
-            transpose_x16(code, buf, base + BLOCK * b * inner + mid * q, inner, work,
-                          area + q * pitch + BLOCK * b, pitch)
+            transpose_x16(code, row_code, buf, base + BLOCK * b * inner + mid * q, inner,
+                          work_bytes, at + q * pitch + size * BLOCK * b, pitch)
     for j in range(n):
-        column = base + j * inner
         first = 0 if j >= BLOCK * blocks else grouped
-        for r in range(first, rows):
-            work[area + r * pitch + j] = load_as_f32(buf, code, column + r * mid)
+        column, cell = base + j * inner + first * mid, at + first * pitch + size * j
+        if row_code == F32:
+            for r in range(rows - first):
+                store_f32(work_bytes, cell + r * pitch, load_as_f32(buf, code, column + r * mid))
+        else:
+            copy_span16(buf, column, mid, work_bytes, cell, pitch, rows - first)
 
 
 @njit(inline="always", error_model="numpy", fastmath={"contract"})
-def _pitch(tile_cols):
-    """Floats from one row of a staged tile to the next: a cache line more than the row,
-    so a column's elements fall in different cache sets (a row of 4096 floats would
-    put them all in one)."""
-    return tile_cols + CACHE_LINE_BYTES // 4
+def _pitch(tile_cols, row_code):
+    """Bytes from one row of a staged tile to the next: a cache line more than the row, so
+    a column's elements fall in different cache sets (a row of 4096 floats would put them
+    all in one)."""
+    return element_bytes(row_code) * tile_cols + CACHE_LINE_BYTES
 
 
 @njit(inline="always", error_model="numpy", fastmath={"contract"})
@@ -173,7 +181,7 @@ def _work_areas(meta, tile_rows, tile_cols, row_code):
         if _in_place(meta, k, row_code):
             size = 0
         elif _strides_past_line(meta, k) and k < meta.shape[0] - 1:
-            size = tile_rows * _pitch(tile_cols)
+            size = (tile_rows * _pitch(tile_cols, row_code) + 3) // 4  # floats
         else:
             size = tile_cols
         starts[k + 1] = starts[k] + size
@@ -181,7 +189,7 @@ def _work_areas(meta, tile_rows, tile_cols, row_code):
 
 
 @njit(inline="always", error_model="numpy", fastmath={"contract"})
-def _locate_rows(bufs, meta, k, base, rows, n, work, tile_cols, area, row_code):
+def _locate_rows(bufs, meta, k, base, rows, n, work_bytes, tile_cols, area, row_code):
     """Where the tile's rows of operand k are read (or, for the output, computed) in the
     rows' dtype: (1 if in the work area else 0 for its own buffer, byte offset of its first
     row, byte step between rows). Contiguous rows of that dtype lie where they are; a
@@ -191,9 +199,10 @@ def _locate_rows(bufs, meta, k, base, rows, n, work, tile_cols, area, row_code):
     if _in_place(meta, k, row_code):
         return 0, base, meta[k, _MID]
     if _strides_past_line(meta, k) and k < meta.shape[0] - 1:
-        _stage(bufs[k], meta[k, 0], base, meta[k, _INNER], meta[k, _MID], rows, n, work, area,
-               _pitch(tile_cols))
-        return 1, 4 * area, 4 * _pitch(tile_cols)
+        pitch = _pitch(tile_cols, row_code)
+        _stage(bufs[k], meta[k, 0], base, meta[k, _INNER], meta[k, _MID], rows, n, work_bytes,
+               4 * area, pitch, row_code)
+        return 1, 4 * area, pitch
     return 1, 4 * area, 0
 
 
@@ -307,7 +316,8 @@ def _tiled_backward(bufs, meta, shape, tile_rows, tile_cols, params, streaming, 
             for k in range(operands):
                 place[0, k] = _chunk_base(meta, k, shape, first, start)
                 place[1, k], place[2, k], place[3, k] = _locate_rows(
-                    bufs, meta, k, place[0, k], rows, n, work, tile_cols, areas[k], row_code)
+                    bufs, meta, k, place[0, k], rows, n, work_bytes, tile_cols, areas[k],
+                    row_code)
             _tile(params, bufs, meta, place, rows, n, work, work_bytes, areas, streaming, pad,
                   row_code)
         if streaming:
@@ -365,13 +375,13 @@ def _tile_shape(shape, strides) -> tuple[int, int]:
 
 def _row_code(operands: list[StridedOperand], strides, params: tuple) -> int:
     """The dtype the tiled kernel computes rows in: float16 or bfloat16 for SmoothL1/L1 when
-    every operand has that dtype and none is staged (the row code converts in registers,
-    as the flat kernel does, and a broadcast or strided row is gathered as it is: on
-    4096 x 4096 float16 with target [4096, 1] the rows converted to float32 and back ran at
-    0.60 of the contiguous call's rate); float32 otherwise."""
+    every operand has that dtype (the row code converts in registers, as the flat kernel
+    does; a broadcast or strided row is gathered as it is, a transposed one staged as it
+    is: on 4096 x 4096 float16 with target [4096, 1] the rows converted to float32 and
+    back ran at 0.60 of the contiguous call's rate, with self transposed at 0.35);
+    float32 otherwise."""
     codes = {op.code for op in operands}
-    if len(params) == 2 and len(codes) == 1 and not any(
-            abs(s[-1]) > CACHE_LINE_BYTES for s in strides):
+    if len(params) == 2 and len(codes) == 1:
         return codes.pop()
     return F32
 
