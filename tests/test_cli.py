@@ -74,10 +74,11 @@ def run_report(tmp_path: Path, cases_file: Path, *args, name="report.json"):
 # --- help, info, demo ---------------------------------------------------------------------
 
 @pytest.mark.parametrize("command, options", [
-    ((), ("demo", "run", "compare", "info")),
+    ((), ("demo", "run", "report", "compare", "info")),
     (("demo",), ("seed samples",)),
     (("run",), ("--soc", "--seed", "--report", "--save-dir", "--progress", "--no-progress",
-                *SOCS)),
+                "--max-memory", "--allow-skip", "--jobs", "--resume", "--shard", *SOCS)),
+    (("report", "merge"), ("REPORT", "--output", "--allow-skip")),
     (("compare",), ("actual", "golden", "--dtype", "--golden-dtype", "--shape")),
     (("info",), ("SoC profiles",)),
 ])

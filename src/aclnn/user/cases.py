@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ DTYPES = {
 }
 DTYPE_NAMES = {np.dtype(np.float32): "fp32", np.dtype(np.float16): "fp16",
                np.dtype(ml_dtypes.bfloat16): "bf16", np.dtype(np.float64): "fp64"}
-MAX_ELEMENTS = 2**26  # per tensor, unless the caller allows more (aclnn run --max-elements)
+DRAW_CHUNK = 2**20  # elements drawn at a time: bounds a draw's float64 temporary
 SPECIALS = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf, "+inf": math.inf}
 ATTR_TYPES = ("int", "float32", "float", "bool", "string")
 
@@ -117,7 +118,7 @@ def _check_values(where: str, values) -> None:
                         f"values or an 'nd' distribution, got {values!r}")
 
 
-def _tensor(where: str, entry: dict, max_elements: int) -> TensorInput:
+def _tensor(where: str, entry: dict) -> TensorInput:
     dtype = DTYPES.get(str(entry.get("dtype")).lower())
     if dtype is None:
         raise CaseFileError(f"{where}.dtype must be one of {sorted(DTYPES)}, "
@@ -126,9 +127,6 @@ def _tensor(where: str, entry: dict, max_elements: int) -> TensorInput:
     if not (isinstance(shape, list) and all(isinstance(d, int) and not isinstance(d, bool)
                                             and d >= 0 for d in shape)):
         raise CaseFileError(f"{where}.shape must be a list of non-negative ints, got {shape!r}")
-    if math.prod(shape) > max_elements:
-        raise CaseFileError(f"{where}.shape {shape} has {math.prod(shape)} elements, more than "
-                            f"the limit of {max_elements} (raise it with --max-elements)")
     if "range_values" not in entry:
         raise CaseFileError(f"{where}: missing field 'range_values'")
     values = entry["range_values"]
@@ -152,7 +150,7 @@ def _attr(where: str, entry: dict) -> dict:
     return entry
 
 
-def _inputs(label: str, op: OpSpec, inputs, max_elements: int) -> tuple[dict, dict]:
+def _inputs(label: str, op: OpSpec, inputs) -> tuple[dict, dict]:
     if not isinstance(inputs, list):
         raise CaseFileError(f"{label}: 'inputs' must be a list, got {type(inputs).__name__}")
     tensors: dict[str, TensorInput] = {}
@@ -178,7 +176,7 @@ def _inputs(label: str, op: OpSpec, inputs, max_elements: int) -> tuple[dict, di
             if canonical is None:
                 raise CaseFileError(f"{where}: {op.name} has no tensor {name!r} "
                                     f"(its tensors: {list(op.tensors)})")
-            tensors[canonical] = _tensor(f"{where} ({name})", entry, max_elements)
+            tensors[canonical] = _tensor(f"{where} ({name})", entry)
         elif kind in ("attr", "attrs"):
             attrs[name] = _attr(f"{where} ({name})", entry)
         else:
@@ -189,10 +187,10 @@ def _inputs(label: str, op: OpSpec, inputs, max_elements: int) -> tuple[dict, di
     return tensors, attrs
 
 
-def parse_cases(document: Any, max_elements: int = MAX_ELEMENTS) -> list[Case]:
-    """The cases of a parsed JSON document; CaseFileError names what is wrong and where
-    (a tensor of more than `max_elements` elements included: drawing it could exhaust
-    memory)."""
+def parse_cases(document: Any) -> list[Case]:
+    """The cases of a parsed JSON document; CaseFileError names what is wrong and where.
+    Any size is accepted: whether a case fits in memory is decided when it is run (see
+    `runner.case_bytes`)."""
     if not isinstance(document, list):
         raise CaseFileError(f"a case file holds a JSON list of cases, got "
                             f"{type(document).__name__}")
@@ -210,12 +208,12 @@ def parse_cases(document: Any, max_elements: int = MAX_ELEMENTS) -> list[Case]:
         expected = raw.get("expected_status", 0)
         if not isinstance(expected, int) or isinstance(expected, bool):
             raise CaseFileError(f"{label}.expected_status must be an int, got {expected!r}")
-        tensors, attrs = _inputs(label, op, raw.get("inputs"), max_elements)
+        tensors, attrs = _inputs(label, op, raw.get("inputs"))
         cases.append(Case(index, raw.get("id", index), op, tensors, attrs, expected))
     return cases
 
 
-def load_cases(path: str | Path, max_elements: int = MAX_ELEMENTS) -> list[Case]:
+def load_cases(path: str | Path) -> list[Case]:
     """Read and parse a case file."""
     try:
         document = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -223,7 +221,7 @@ def load_cases(path: str | Path, max_elements: int = MAX_ELEMENTS) -> list[Case]
         raise CaseFileError(f"cannot read {path}: {exc.strerror}") from None
     except (ValueError, RecursionError) as exc:  # not UTF-8, not JSON, nested too deep
         raise CaseFileError(f"{path} is not valid JSON: {exc}") from None
-    return parse_cases(document, max_elements)
+    return parse_cases(document)
 
 
 # --- drawing the inputs -------------------------------------------------------------------
@@ -232,29 +230,38 @@ def _value(v) -> float:
     return SPECIALS[v.strip().lower()] if isinstance(v, str) else v
 
 
-def draw_tensor(spec: TensorInput, rng: np.random.Generator) -> np.ndarray:
-    """The tensor's values by its rule, drawn in float64 (ints for integer dtypes) and
-    rounded once to its dtype."""
-    values, shape, dtype = spec.values, spec.shape, spec.dtype
+def _sampler(spec: TensorInput, rng: np.random.Generator) -> Callable[[int], np.ndarray]:
+    """A function drawing the tensor's next n values by its rule: float64, or int64 for an
+    integer range (an 'nd' rule draws its mean and std now). Each Generator method used
+    gives the same stream drawn in pieces as at once."""
+    values, dtype = spec.values, spec.dtype
     if isinstance(values, dict):
         mean = rng.uniform(*values["mean"])
         std = rng.uniform(*values["std"])
-        data = rng.normal(mean, std, shape)
-    elif isinstance(values, list) and len(values) == 2 and all(map(_is_number, values)):
-        lo, hi = values
+        return lambda n: rng.normal(mean, std, n)
+    if isinstance(values, list) and len(values) == 2 and all(map(_is_number, values)):
         if dtype == np.bool_:
-            data = rng.integers(0, 2, shape)
-        elif dtype.kind in "iu":
+            return lambda n: rng.integers(0, 2, n)
+        if dtype.kind in "iu":
             first, last = _integer_range(values)
-            data = rng.integers(first, last + 1, shape)
-        else:
-            data = rng.uniform(lo, hi, shape)
-    elif isinstance(values, list):
-        data = rng.choice(np.array([_value(v) for v in values], np.float64), shape)
-    else:
-        data = np.full(shape, _value(values), np.float64)
+            return lambda n: rng.integers(first, last + 1, n)
+        return lambda n: rng.uniform(*values, n)
+    if isinstance(values, list):
+        pool = np.array([_value(v) for v in values], np.float64)
+        return lambda n: rng.choice(pool, n)
+    return lambda n: np.full(n, _value(values), np.float64)
+
+
+def draw_tensor(spec: TensorInput, rng: np.random.Generator) -> np.ndarray:
+    """The tensor's values by its rule, drawn in float64 (ints for integer dtypes) and
+    rounded once to its dtype, DRAW_CHUNK elements at a time: the values, and the
+    Generator's state after, are those of one draw of the whole shape."""
+    draw = _sampler(spec, rng)
+    data = np.empty(math.prod(spec.shape), spec.dtype)
     with np.errstate(over="ignore", invalid="ignore"):
-        return np.asarray(data).astype(dtype)
+        for start in range(0, data.size, DRAW_CHUNK):
+            data[start:start + DRAW_CHUNK] = draw(min(DRAW_CHUNK, data.size - start))
+    return data.reshape(spec.shape)
 
 
 def _attr_value(where: str, entry: dict, rng: np.random.Generator):

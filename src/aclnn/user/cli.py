@@ -1,16 +1,19 @@
-"""The `aclnn` command line: demo, run (case files), compare (dumps), info.
+"""The `aclnn` command line: demo, run (case files), report merge, compare (dumps), info,
+sdk.
 
-Exit status: 0 success; 1 a case or a comparison failed; 2 bad usage or a malformed
-input file.
+Exit status: 0 success; 1 a case or a comparison failed, or a case was skipped (unless
+--allow-skip); 2 bad usage or a malformed input file; 130 interrupted (Ctrl-C), after the
+summary of the cases finished so far.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
+import re
 import subprocess
 import sys
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 import ml_dtypes
@@ -22,10 +25,25 @@ from ..capi import sdk
 from ..dtypes import dtype_name
 from ..framework.soc import PROFILES
 from ..samples import SAMPLES
-from .cases import DTYPES, MAX_ELEMENTS, CaseFileError, load_cases
+from .batch import (
+    CaseLog,
+    ReportError,
+    RunOptions,
+    build_report,
+    check_same_run,
+    cpu_count,
+    in_shard,
+    jsonl_path,
+    merge_reports,
+    parse_shard,
+    read_report,
+    run_all,
+    write_json,
+)
+from .cases import DTYPES, CaseFileError, load_cases
 from .operators import OPERATORS
 from .precision import compare, standard_for
-from .runner import GOLDENS, run_case, summarize
+from .runner import GOLDENS, available_bytes
 
 BAR_WIDTH = 30
 
@@ -84,64 +102,152 @@ def _select_device(soc: str | None, contract: str | None) -> None:
 
 
 def _print_summary(summary: dict) -> None:
-    print(f"{'operator':<22}{'dtype':<7}{'cases':>7}{'pass':>7}{'fail':>7}{'rejected':>10}")
+    print(f"{'operator':<22}{'dtype':<7}{'cases':>7}{'pass':>7}{'fail':>7}{'rejected':>10}"
+          f"{'skipped':>9}")
     for g in summary["by_operator_dtype"]:
         rejected = g["rejected"] + g["unexpected-success"]
         print(f"{g['operator']:<22}{g['dtype']:<7}{g['cases']:>7}{g['pass']:>7}{g['fail']:>7}"
-              f"{rejected:>10}")
+              f"{rejected:>10}{g['skipped']:>9}")
     if summary["worst"]:
         print("worst precision:")
         for w in summary["worst"]:
             print(f"  case {w['index']} (id {w['id']!r}) {w['operator']} {w['dtype']}: "
-                  f"max abs error {w['max_abs_error']:.3g}, max rel error "
-                  f"{w['max_rel_error']:.3g} - {w['reason']}")
-    print(f"{summary['passed']} of {summary['cases']} cases passed")
+                  f"max abs error {_number(w['max_abs_error'])}, max rel error "
+                  f"{_number(w['max_rel_error'])} - {w['reason']}")
+    skipped = f", {summary['skipped']} skipped" if summary["skipped"] else ""
+    print(f"{summary['passed']} of {summary['cases']} cases passed{skipped}")
+
+
+def _number(value: float | None) -> str:
+    """A report's number (None: not finite)."""
+    return "inf" if value is None else f"{value:.3g}"
+
+
+def _print_failures(rows: list[dict]) -> None:
+    for r in rows:
+        if r["passed"]:
+            continue
+        if r["outcome"] == "skipped":
+            detail = r["message"]
+        elif r["status"] == r["expected_status"]:
+            detail = r["precision"]["reason"]
+        else:
+            detail = r["message"] or f"expected status {r['expected_status']}"
+        print(f"{r['outcome'].upper():<9} case {r['index']} (id {r['id']!r}) "
+              f"{r['operator']} {r['dtype']}: status {r['status']}: {detail}")
+
+
+_SIZE_UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
+
+
+def parse_size(text: str) -> int:
+    """A memory size: bytes, or a number with K, M, G or T (powers of 1024; 'B' or 'iB'
+    may follow), e.g. 512M, 1.5G, 8GiB."""
+    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([kmgt]?)(?:i?b)?\s*", text.lower())
+    if match is None or float(match[1]) <= 0:
+        raise ValueError(f"--max-memory must be a positive size such as 512M or 8G, "
+                         f"got {text!r}")
+    return int(float(match[1]) * _SIZE_UNITS[match[2]])
+
+
+def _exit_status(summary: dict, allow_skip: bool) -> int:
+    if summary["failed"] or (summary["skipped"] and not allow_skip):
+        return 1
+    return 0
+
+
+def _resumed(path: str | None, header: dict) -> list[dict]:
+    """The entries of the report or log being resumed (none without --resume)."""
+    if path is None:
+        return []
+    previous, rows = read_report(path)
+    check_same_run(header, previous, path)
+    return rows
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    """Run a case file; print the summary; write the report; exit 0 only if all pass."""
+    """Run a case file (a shard of it, less what --resume's report holds), in worker
+    processes; append each result to the report's log as it finishes; print the summary;
+    write the report; exit 0 only if every case passed (or was skipped, with
+    --allow-skip)."""
     try:
-        cases = load_cases(args.cases, args.max_elements)
-    except CaseFileError as exc:
+        cases = load_cases(args.cases)
+        shard = parse_shard(args.shard) if args.shard else None
+        budget = parse_size(args.max_memory) if args.max_memory else available_bytes()
+        if args.jobs is not None and args.jobs < 1:
+            raise ValueError(f"--jobs must be at least 1, got {args.jobs}")
+    except (CaseFileError, ValueError) as exc:
         print(f"aclnn run: {args.cases}: {exc}", file=sys.stderr)
         return 2
     _select_device(args.soc, args.contract)
-    save_dir = Path(args.save_dir) if args.save_dir else None
-    progress = Progress(len(cases), args.progress if args.progress is not None
-                        else sys.stderr.isatty())
-    results = []
+    header = {"cases_file": str(args.cases), "seed": args.seed, "soc": acl.get_soc_name(),
+              "contract": acl.get_contract(), "golden": args.golden}
     try:
-        for case in cases:
-            try:
-                results.append(run_case(case, args.seed, save_dir, args.golden))
-            except CaseFileError as exc:
-                print(f"\naclnn run: {args.cases}: {exc}", file=sys.stderr)
-                return 2
-            except OSError as exc:  # --save-dir not writable
-                print(f"\naclnn run: cannot save case {case.index}: {exc}", file=sys.stderr)
-                return 2
-            progress.step(f"{case.op.name} {results[-1].outcome}")
+        rows = _resumed(args.resume, header)
+    except ReportError as exc:
+        print(f"aclnn run: --resume: {exc}", file=sys.stderr)
+        return 2
+    done = {row["index"] for row in rows}
+    todo = [case for case in in_shard(cases, shard) if case.index not in done]
+    options = RunOptions(str(args.cases), args.seed, args.golden,
+                         Path(args.save_dir) if args.save_dir else None, budget)
+    progress = Progress(len(todo), args.progress if args.progress is not None
+                        else sys.stderr.isatty())
+    status = None
+    try:
+        log = CaseLog(jsonl_path(args.report) if args.report else None, header, rows)
+    except OSError as exc:
+        print(f"aclnn run: cannot write the report's log: {exc}", file=sys.stderr)
+        return 2
+    try:
+        for row in run_all(todo, options, args.jobs or cpu_count()):
+            rows.append(row)
+            log.write(row)
+            progress.step(f"{row['operator']} {row['outcome']}")
+    except KeyboardInterrupt:
+        status = 130
+        print("\naclnn run: interrupted; the cases finished so far:", file=sys.stderr)
+    except CaseFileError as exc:
+        print(f"\naclnn run: {args.cases}: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # --save-dir not writable
+        print(f"\naclnn run: cannot save a case: {exc}", file=sys.stderr)
+        return 2
+    except BrokenProcessPool:
+        kept = f" and {jsonl_path(args.report)}" if args.report else ""
+        print(f"\naclnn run: a worker process died (killed for memory?); the cases "
+              f"finished so far are in the summary{kept}; rerun with --resume",
+              file=sys.stderr)
+        status = 1
     finally:
         progress.close()
-    for r in results:
-        if not r.passed:
-            detail = (r.verdict.reason if r.status == r.case.expected_status
-                      else r.message or f"expected status {r.case.expected_status}")
-            print(f"{r.outcome.upper():<9} case {r.case.index} (id {r.case.id!r}) "
-                  f"{r.case.op.name} {r.dtype}: status {r.status}: {detail}")
-    summary = summarize(results)
-    _print_summary(summary)
+        log.close()
+    report = build_report(header, rows)
+    _print_failures(report["cases"])
+    _print_summary(report["summary"])
     if args.report:
-        report = {"cases_file": str(args.cases), "seed": args.seed,
-                  "soc": acl.get_soc_name(), "contract": acl.get_contract(),
-                  "golden": args.golden, "summary": summary,
-                  "cases": [r.to_json() for r in results]}
         try:
-            Path(args.report).write_text(json.dumps(report, indent=2, allow_nan=False))
+            write_json(args.report, report)
         except OSError as exc:
             print(f"aclnn run: cannot write the report: {exc}", file=sys.stderr)
             return 2
-    return 0 if summary["failed"] == 0 else 1
+    return status or _exit_status(report["summary"], args.allow_skip)
+
+
+def cmd_report_merge(args: argparse.Namespace) -> int:
+    """Join shard reports (or logs) into one report; print its summary; exit 0 only if
+    every case passed."""
+    try:
+        report = merge_reports(args.reports)
+        write_json(args.output, report)
+    except ReportError as exc:
+        print(f"aclnn report merge: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"aclnn report merge: cannot write {args.output}: {exc}", file=sys.stderr)
+        return 2
+    _print_summary(report["summary"])
+    return _exit_status(report["summary"], args.allow_skip)
 
 
 # --- compare ------------------------------------------------------------------------------
@@ -261,14 +367,38 @@ def build_parser() -> argparse.ArgumentParser:
                      "truth of the operator's math (default); device: the library contract's "
                      "own result, to diff hardware output bit for bit")
     run.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    run.add_argument("--report", metavar="R.json", help="write a JSON report here")
+    run.add_argument("--report", metavar="R.json", help="write a JSON report here (each "
+                     "case is also appended to R.jsonl as it finishes)")
     run.add_argument("--save-dir", metavar="D", help="save each case's inputs, output and "
                      "golden as .npy under D")
-    run.add_argument("--max-elements", type=int, default=MAX_ELEMENTS, metavar="N",
-                     help=f"refuse tensors of more than N elements (default {MAX_ELEMENTS})")
+    run.add_argument("--max-memory", metavar="SIZE", help="the memory a case may use "
+                     "(e.g. 8G; default: what the machine has available); a case needing "
+                     "more is skipped, and the run goes on")
+    run.add_argument("--allow-skip", action="store_true", help="exit 0 when every case "
+                     "that ran passed, even if some were skipped")
+    run.add_argument("-j", "--jobs", type=int, metavar="N", help="run cases in N worker "
+                     "processes (default: the number of CPUs; results and report order do "
+                     "not depend on it)")
+    run.add_argument("--resume", metavar="REPORT", help="leave out the cases this report "
+                     "(or its .jsonl log, of a run that did not finish) holds, and keep "
+                     "its results")
+    run.add_argument("--shard", metavar="I/N", help="run shard I of N: every N-th case "
+                     "from the I-th; join the shards' reports with `aclnn report merge`")
     run.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                      help="show a progress bar (default: when stderr is a terminal)")
     run.set_defaults(func=cmd_run)
+    report = sub.add_parser("report", help="work with run reports",
+                            description="Work with the reports of `aclnn run`.")
+    report_sub = report.add_subparsers(dest="action", required=True, metavar="ACTION")
+    merge = report_sub.add_parser("merge", help="join shard reports into one",
+                                  description="Join the reports (or .jsonl logs) of the "
+                                  "shards of one run into one report, cases in file order.")
+    merge.add_argument("reports", nargs="+", metavar="REPORT")
+    merge.add_argument("-o", "--output", required=True, metavar="ALL.json",
+                       help="where to write the joined report")
+    merge.add_argument("--allow-skip", action="store_true", help="exit 0 when every case "
+                       "that ran passed, even if some were skipped")
+    merge.set_defaults(func=cmd_report_merge)
     cmp = sub.add_parser("compare", help="compare an output dump with a golden dump",
                          description="Compare ACTUAL with GOLDEN (.npy, or raw .bin with "
                          "--dtype and --shape) under the precision standard of ACTUAL's "

@@ -9,31 +9,44 @@ from __future__ import annotations
 
 import math
 
+import numba
 import numpy as np
 
-_ERF = np.frompyfunc(math.erf, 1, 1)
 _MEAN = 1
+
+
+@numba.vectorize(["float64(float64)"], cache=True)
+def erf(x):
+    """math.erf elementwise, compiled (the C library's erf, as math.erf uses)."""
+    return math.erf(x)
 
 
 def _f64(array) -> np.ndarray:
     return np.asarray(array, dtype=np.float64)
 
 
-def smooth_l1_loss_backward(grad, x, target, reduction: int, beta: float) -> np.ndarray:
+def smooth_l1_loss_backward(grad, x, target, reduction: int, beta: float,
+                            count: int | None = None) -> np.ndarray:
     """grad * (d / beta if |d| < beta else sign(d)), d = x - target (np.sign: sign(0) = 0,
-    sign(NaN) = NaN); mean divides by x's own element count."""
+    sign(NaN) = NaN); mean divides by x's own element count (`count` when these are rows
+    of a larger call)."""
     with np.errstate(invalid="ignore", divide="ignore"):
         d = _f64(x) - _f64(target)
         slope = np.where(np.abs(d) < beta, d / beta if beta > 0 else 0.0, np.sign(d))
         result = _f64(grad) * slope
-    return result / np.asarray(x).size if reduction == _MEAN else result
+    if reduction != _MEAN:
+        return result
+    return result / (np.asarray(x).size if count is None else count)
 
 
-def l1_loss_backward(grad, x, target, reduction: int) -> np.ndarray:
-    """grad * sign(x - target); mean divides by the broadcast element count."""
+def l1_loss_backward(grad, x, target, reduction: int, count: int | None = None) -> np.ndarray:
+    """grad * sign(x - target); mean divides by the broadcast element count (`count` when
+    these are rows of a larger call)."""
     with np.errstate(invalid="ignore"):
         result = _f64(grad) * np.sign(_f64(x) - _f64(target))
-    return result / result.size if reduction == _MEAN else result
+    if reduction != _MEAN:
+        return result
+    return result / (result.size if count is None else count)
 
 
 def gelu_backward(grad, x, approximate: str) -> np.ndarray:
@@ -47,7 +60,7 @@ def gelu_backward(grad, x, approximate: str) -> np.ndarray:
             s, s_neg = 1 / (1 + np.exp(-2 * u)), 1 / (1 + np.exp(2 * u))
             derivative = s + 2 * x * s * s_neg * k * (1 + 3 * c * x * x)
         else:
-            cdf = 0.5 * (1 + np.asarray(_ERF(x / math.sqrt(2)), dtype=np.float64))
+            cdf = 0.5 * (1 + erf(x / math.sqrt(2)))
             derivative = cdf + x * np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
         return _f64(grad) * derivative
 

@@ -8,6 +8,7 @@ Inf of the same sign).
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 
 import ml_dtypes
@@ -75,36 +76,96 @@ def ulp(magnitude: np.ndarray, standard: Standard) -> np.ndarray:
     return np.ldexp(1.0, exponent - standard.mantissa_bits)
 
 
+class Tally:
+    """The verdict on an output of `dtype` and `shape`, gathered a contiguous run of its
+    flattened (C-order) elements at a time, the runs in any order: verdict() equals
+    compare() on the whole output, field for field."""
+
+    def __init__(self, dtype, shape) -> None:
+        self.standard = standard_for(dtype)
+        self.shape = tuple(int(d) for d in shape)
+        self.elements = math.prod(self.shape)
+        self._added = 0
+        self._ok = 0  # elements within tolerance, and NaN/Inf matched
+        self._hard = 0
+        self._mismatched = 0
+        self._finite = False
+        self._max_relative = 0.0
+        # (key, flat index, actual, golden): the least key, then the least index, wins
+        self._worst = (math.inf, self.elements, math.nan, math.nan)  # key: -error
+        self._first_mismatch = self._worst  # key: 0
+
+    def add(self, actual, golden, start: int) -> None:
+        """Judge `actual` against the float64 `golden` (as many elements): the output's
+        flattened elements from `start` on."""
+        a = np.asarray(actual).astype(np.float64).ravel()
+        g = np.asarray(golden, dtype=np.float64).ravel()
+        if a.shape != g.shape:
+            raise ValueError(f"actual has {a.size} elements, golden {g.size}")
+        if not 0 <= start <= self.elements - a.size:
+            raise ValueError(f"elements {start} to {start + a.size} are not all within the "
+                             f"output's {self.elements}")
+        self._added += a.size
+        if a.size:
+            self._judge(a, g, int(start))
+
+    def _judge(self, a: np.ndarray, g: np.ndarray, start: int) -> None:
+        special = ~np.isfinite(a) | ~np.isfinite(g)
+        matched = (np.isnan(a) & np.isnan(g)) | (np.isinf(a) & (a == g))
+        mismatched = special & ~matched
+        finite = ~special
+        with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+            error = np.where(finite, np.abs(a - g), 0.0)
+            relative = np.where(finite & (g != 0), error / np.abs(g), 0.0)
+        limits = self.standard.atol + self.standard.rtol * np.abs(g)
+        hard = (finite & (error > self.standard.limit)
+                & (error > HARD_ULPS * ulp(np.abs(g), self.standard)))
+        self._ok += int(np.count_nonzero(finite & (error <= limits)))
+        self._ok += int(np.count_nonzero(matched))
+        self._hard += int(np.count_nonzero(hard))
+        self._mismatched += int(np.count_nonzero(mismatched))
+        self._finite = self._finite or bool(finite.any())
+        self._max_relative = max(self._max_relative, float(relative.max()))
+        self._track_worst(a, g, start, error, mismatched)
+
+    def _track_worst(self, a, g, start: int, error: np.ndarray, mismatched: np.ndarray) -> None:
+        """Keep the run's first greatest error (if greater than the one kept, or as great
+        and earlier) and its first NaN/Inf mismatch (if earlier than the one kept)."""
+        i = int(np.argmax(error))
+        self._worst = min(self._worst, (-float(error[i]), start + i, float(a[i]), float(g[i])))
+        if mismatched.any():
+            i = int(np.argmax(mismatched))
+            self._first_mismatch = min(self._first_mismatch,
+                                       (0.0, start + i, float(a[i]), float(g[i])))
+
+    def verdict(self) -> Verdict:
+        """The verdict on the whole output; every element must have been added once. The
+        worst element is the first of the greatest error (NaN/Inf counting 0), or with no
+        finite element, the first NaN/Inf mismatch."""
+        if self._added != self.elements:
+            raise ValueError(f"{self._added} elements added to a tally of {self.elements}")
+        if not self.elements:
+            return Verdict(True, 0, 1.0, 0.0, 0.0, 0, 0, None, None, None, "empty output")
+        ok_fraction = self._ok / self.elements
+        reasons = []
+        if self._mismatched:
+            reasons.append(f"{self._mismatched} NaN/Inf mismatches")
+        if self._hard:
+            reasons.append(f"{self._hard} elements past the hard limit and {HARD_ULPS} ULP")
+        if ok_fraction < PASS_FRACTION:
+            reasons.append(f"only {ok_fraction:.2%} of elements within tolerance")
+        use_mismatch = self._mismatched > 0 and not self._finite
+        _, worst, actual, golden = self._first_mismatch if use_mismatch else self._worst
+        index = [int(i) for i in np.unravel_index(worst, self.shape)] if self.shape else []
+        return Verdict(not reasons, self.elements, ok_fraction, -self._worst[0],
+                       self._max_relative, self._hard, self._mismatched, index, actual,
+                       golden, "; ".join(reasons) or "pass")
+
+
 def compare(actual, golden, dtype=None) -> Verdict:
     """Apply the standard of `dtype` (default: actual's dtype) to `actual` against the
-    float64 `golden` (same shape)."""
+    float64 `golden` (as many elements)."""
     actual = np.asarray(actual)
-    standard = standard_for(actual.dtype if dtype is None else dtype)
-    a = actual.astype(np.float64).ravel()
-    g = np.asarray(golden, dtype=np.float64).ravel()
-    if a.shape != g.shape:
-        raise ValueError(f"actual has {a.size} elements, golden {g.size}")
-    if a.size == 0:
-        return Verdict(True, 0, 1.0, 0.0, 0.0, 0, 0, None, None, None, "empty output")
-    special = ~np.isfinite(a) | ~np.isfinite(g)
-    matched = (np.isnan(a) & np.isnan(g)) | (np.isinf(a) & (a == g))
-    mismatched = special & ~matched
-    finite = ~special
-    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        error = np.where(finite, np.abs(a - g), 0.0)
-        relative = np.where(finite & (g != 0), error / np.abs(g), 0.0)
-    ok = finite & (error <= standard.atol + standard.rtol * np.abs(g))
-    ok_fraction = float((ok.sum() + matched.sum()) / a.size)
-    hard = finite & (error > standard.limit) & (error > HARD_ULPS * ulp(np.abs(g), standard))
-    worst = int(np.argmax(error)) if finite.any() else int(np.argmax(mismatched))
-    index = [int(i) for i in np.unravel_index(worst, actual.shape)] if actual.ndim else []
-    reasons = []
-    if mismatched.any():
-        reasons.append(f"{int(mismatched.sum())} NaN/Inf mismatches")
-    if hard.any():
-        reasons.append(f"{int(hard.sum())} elements past the hard limit and {HARD_ULPS} ULP")
-    if ok_fraction < PASS_FRACTION:
-        reasons.append(f"only {ok_fraction:.2%} of elements within tolerance")
-    return Verdict(not reasons, int(a.size), ok_fraction, float(error.max()),
-                   float(relative.max()), int(hard.sum()), int(mismatched.sum()), index,
-                   float(a[worst]), float(g[worst]), "; ".join(reasons) or "pass")
+    tally = Tally(actual.dtype if dtype is None else dtype, actual.shape)
+    tally.add(actual, golden, 0)
+    return tally.verdict()
