@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from aclnn import acl
-from aclnn.user import batch
+from aclnn.user import batch, runner
 from aclnn.user.cases import load_cases
 from test_cli import BASIC, SWEEP, aclnn, attr, l1_case, run_report, strict_json, tensor
 from test_cli import write_cases as _write
@@ -63,6 +63,19 @@ def test_a_case_past_the_budget_is_skipped_and_the_run_goes_on(tmp_path):
     assert "SKIPPED   case 1 (id 1) GeluBackwardV2 fp32" in done.stdout
     done, _ = run_report(tmp_path, file, "--max-memory", "2G", "--allow-skip")
     assert done.returncode == 0, done.stdout
+
+
+@pytest.mark.parametrize("golden, saving, golden_bytes", [
+    ("truth", False, 0), ("device", False, 4), ("truth", True, 8), ("device", True, 4)])
+def test_the_estimate_counts_data_golden_slice_and_reserve(golden, saving, golden_bytes):
+    """float16 gradOutput [1, 7] and self [5, 7]: inputs 2 x (7 + 35) bytes, the output of
+    35 elements counted at 4 bytes, the device golden as the output or the saved float64
+    golden (none when the golden is computed a slice at a time), the 64 MiB float64 slice
+    and the 300 MiB reserve."""
+    case = load_cases(BASIC)[4]
+    assert case.op.name == "GeluBackwardV2"
+    expected = 2 * (7 + 35) + 4 * 35 + golden_bytes * 35 + 64 * 2**20 + 300 * 2**20
+    assert runner.case_bytes(case, golden, saving) == expected
 
 
 def test_the_default_budget_is_the_memory_available(tmp_path):

@@ -224,8 +224,10 @@ def run_all(cases: list[Case], options: RunOptions, jobs: int) -> Iterator[dict]
         yield from _run_here(cases, options)
         return
     share = options.budget // jobs
-    small = [c for c in cases if case_bytes(c, options.golden) <= share]
+    saving = options.save_dir is not None
+    small = [c for c in cases if case_bytes(c, options.golden, saving) <= share]
     if small:
         yield from _run_in_workers(small, options, jobs)
-    yield from _run_here([c for c in cases if case_bytes(c, options.golden) > share], options)
+    yield from _run_here([c for c in cases if case_bytes(c, options.golden, saving) > share],
+                         options)
 

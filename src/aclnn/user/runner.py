@@ -13,7 +13,7 @@ import math
 import re
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,7 @@ import numpy as np
 from .. import acl
 from ..framework.status import AclnnError
 from .cases import Case, draw_inputs, dtype_label
-from .precision import Tally, Verdict, compare
+from .precision import Tally, Verdict
 
 GOLDEN_ELEMENTS = 1 << 21  # output elements per golden slice (float64 temporaries ~16 MiB)
 RESERVE = 300 << 20  # bytes: the golden slice's temporaries, kernels' staging, libraries
@@ -116,25 +116,26 @@ def row_slices(shape: tuple[int, ...], elements: int = GOLDEN_ELEMENTS) -> Itera
         yield slice(first, min(first + step, shape[0]))
 
 
-def _judge(case: Case, arrays: dict, attrs: dict, output: np.ndarray) -> Verdict:
-    """The truth golden computed and compared a slice of rows at a time."""
+def _judge(output: np.ndarray, golden_rows: Callable[[slice], np.ndarray]) -> Verdict:
+    """The output against its golden, computed (`golden_rows` of a slice of rows) and
+    compared a slice of rows at a time."""
     tally = Tally(output.dtype, output.shape)
     row_size = math.prod(output.shape[1:]) if output.ndim else 1
     for rows in row_slices(output.shape):
-        golden = case.op.golden(arrays, attrs, rows)
-        tally.add((output[rows] if output.ndim else output).reshape(-1), golden.reshape(-1),
-                  (rows.start or 0) * row_size)
+        part = output[rows] if output.ndim else output
+        tally.add(part.reshape(-1), golden_rows(rows).reshape(-1), (rows.start or 0) * row_size)
     return tally.verdict()
 
 
-def case_bytes(case: Case, golden_kind: str = "truth") -> int:
-    """The memory a case needs at its peak (see the module's docstring)."""
+def case_bytes(case: Case, golden_kind: str = "truth", saving: bool = False) -> int:
+    """The memory a case needs at its peak (see the module's docstring); `saving`: the
+    whole float64 golden is kept, to be saved."""
     shapes = {name: spec.shape for name, spec in case.tensors.items()}
     inputs = sum(math.prod(spec.shape) * spec.dtype.itemsize for spec in case.tensors.values())
     itemsize = max(spec.dtype.itemsize for spec in case.tensors.values())
-    output = math.prod(case.op.out_shape(shapes)) * max(itemsize, 4)
-    outputs = 2 * output if golden_kind == "device" else output
-    return inputs + outputs + 8 * 4 * GOLDEN_ELEMENTS + RESERVE
+    elements = math.prod(case.op.out_shape(shapes))
+    golden = elements * (max(itemsize, 4) if golden_kind == "device" else 8 if saving else 0)
+    return inputs + elements * max(itemsize, 4) + golden + 8 * 4 * GOLDEN_ELEMENTS + RESERVE
 
 
 def available_bytes() -> int:
@@ -164,7 +165,7 @@ def run_case(case: Case, seed: int, save_dir: Path | None = None,
     operator's math, or with `golden_kind` "device" the library contract's result. A case
     needing more than `budget` bytes (see `case_bytes`; default: the memory available) is
     skipped."""
-    needed = case_bytes(case, golden_kind)
+    needed = case_bytes(case, golden_kind, save_dir is not None)
     budget = available_bytes() if budget is None else budget
     if needed > budget:
         return _skip(case, needed, budget)
@@ -180,12 +181,11 @@ def run_case(case: Case, seed: int, save_dir: Path | None = None,
         output = np.asarray(output)
         if golden_kind == "device":
             golden = _device_result(case, arrays, attrs)
-            verdict = compare(output, golden.astype(np.float64))
         elif save_dir is not None:
             golden = case.op.golden(arrays, attrs, slice(None))
-            verdict = compare(output, golden)
-        else:
-            verdict = _judge(case, arrays, attrs, output)
+        verdict = _judge(output, (lambda rows: case.op.golden(arrays, attrs, rows))
+                         if golden is None else (lambda rows: golden[rows] if golden.ndim
+                                                 else golden))
     first = arrays[case.op.tensors[0]]
     dtype = dtype_label(output.dtype if output is not None else first.dtype)
     if save_dir is not None:
