@@ -341,6 +341,11 @@ def cmd_sdk(args: argparse.Namespace) -> int:
 
 # --- the parser ---------------------------------------------------------------------------
 
+def _add_allow_skip(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--allow-skip", action="store_true", help="exit 0 when every case "
+                        "that ran passed, even if some were skipped")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The `aclnn` argument parser with its subcommands."""
     parser = argparse.ArgumentParser(
@@ -374,8 +379,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--max-memory", metavar="SIZE", help="the memory a case may use "
                      "(e.g. 8G; default: what the machine has available); a case needing "
                      "more is skipped, and the run goes on")
-    run.add_argument("--allow-skip", action="store_true", help="exit 0 when every case "
-                     "that ran passed, even if some were skipped")
+    _add_allow_skip(run)
     run.add_argument("-j", "--jobs", type=int, metavar="N", help="run cases in N worker "
                      "processes (default: the number of CPUs; results and report order do "
                      "not depend on it)")
@@ -396,8 +400,7 @@ def build_parser() -> argparse.ArgumentParser:
     merge.add_argument("reports", nargs="+", metavar="REPORT")
     merge.add_argument("-o", "--output", required=True, metavar="ALL.json",
                        help="where to write the joined report")
-    merge.add_argument("--allow-skip", action="store_true", help="exit 0 when every case "
-                       "that ran passed, even if some were skipped")
+    _add_allow_skip(merge)
     merge.set_defaults(func=cmd_report_merge)
     cmp = sub.add_parser("compare", help="compare an output dump with a golden dump",
                          description="Compare ACTUAL with GOLDEN (.npy, or raw .bin with "
