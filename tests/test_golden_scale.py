@@ -19,7 +19,15 @@ from hypothesis import strategies as st
 
 from aclnn.user import cases, golden
 from aclnn.user.cases import TensorInput, draw_tensor
-from aclnn.user.precision import HARD_ULPS, PASS_FRACTION, STANDARDS, Tally, compare
+from aclnn.user.precision import (
+    HARD_ULPS,
+    PASS_FRACTION,
+    SMALL_VALUES,
+    STANDARDS,
+    Tally,
+    Verdict,
+    compare,
+)
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 FLOATS = [np.dtype(np.float16), BF16, np.dtype(np.float32)]
@@ -83,26 +91,61 @@ def _ulp(magnitude: float, dtype) -> float:
     return math.ldexp(1.0, max(exponent, standard.min_exponent) - standard.mantissa_bits)
 
 
+def _cosine(products: list[tuple[float, float]], mismatches: int) -> float | None:
+    """The ecosystem's cosine similarity of (actual, golden) pairs, in Python floats."""
+    if mismatches or len(products) < 2:
+        return None
+    dot = math.fsum(a * g for a, g in products)
+    norm_a = math.sqrt(math.fsum(a * a for a, _ in products))
+    norm_g = math.sqrt(math.fsum(g * g for _, g in products))
+    eps = np.finfo(np.float64).eps
+    if norm_a <= eps and norm_g <= eps:
+        return 1.0
+    return None if min(norm_a, norm_g) <= eps else dot / (norm_a * norm_g)
+
+
+def _ecosystem(products, relative, matched, mismatches, max_abs) -> tuple:
+    """(cosine, one-thousandth ratio, five-thousandths ratio, accuracy reached)."""
+    cosine = _cosine(products, mismatches)
+    size = len(products)
+    ratios = [None if mismatches else
+              (sum(r < t for r in relative) + matched) / size for t in (0.001, 0.005)]
+    if mismatches:
+        reached = False
+    elif cosine is None:
+        reached = max_abs <= 0.001
+    else:
+        reached = not ((cosine < 0.99 and max_abs > 0.001) or cosine < 0.9 or max_abs > 1)
+    return (cosine, *ratios, reached)
+
+
 def _reference_verdict(actual: np.ndarray, expected: np.ndarray, dtype) -> tuple:
-    """The verdict's fields, judged element by element in Python floats (SPEC §10)."""
-    standard = STANDARDS[np.dtype(dtype)]
+    """The verdict's fields, judged element by element in Python floats (SPEC §10, and
+    the ecosystem's metrics: relative error against max(|golden|, small value), matched
+    NaN/Inf as zeros)."""
+    standard, small = STANDARDS[np.dtype(dtype)], SMALL_VALUES[np.dtype(dtype)]
     errors, relative, ok, hard, finite, mismatches = [], [], 0, 0, 0, []
+    products, matches = [], 0
     for i, (a, g) in enumerate(zip(actual.ravel().tolist(), expected.ravel().tolist())):
         if math.isfinite(a) and math.isfinite(g):
             finite += 1
             error = abs(a - g)
             errors.append(error)
-            relative.append(error / abs(g) if g else 0.0)
+            relative.append(error / max(abs(g), small))
+            products.append((a, g))
             ok += error <= standard.atol + standard.rtol * abs(g)
             hard += error > standard.limit and error > HARD_ULPS * _ulp(abs(g), dtype)
         else:
             errors.append(0.0)
+            products.append((0.0, 0.0))
             matched = (math.isnan(a) and math.isnan(g)) or (math.isinf(a) and a == g)
             ok += matched
+            matches += matched
             if not matched:
                 mismatches.append(i)
     if not errors:
-        return (True, 0, 1.0, 0.0, 0.0, 0, 0, None, None, None, "empty output")
+        return (True, 0, 1.0, 0.0, 0.0, 0, 0, None, None, None, "empty output",
+                None, None, None, True)
     worst = errors.index(max(errors)) if finite or not mismatches else mismatches[0]
     fraction = ok / len(errors)
     reasons = [f"{len(mismatches)} NaN/Inf mismatches"] if mismatches else []
@@ -113,12 +156,25 @@ def _reference_verdict(actual: np.ndarray, expected: np.ndarray, dtype) -> tuple
     index = list(np.unravel_index(worst, actual.shape)) if actual.ndim else []
     return (not reasons, len(errors), fraction, max(errors), max(relative, default=0.0), hard,
             len(mismatches), [int(i) for i in index], float(actual.ravel()[worst]),
-            float(expected.ravel()[worst]), "; ".join(reasons) or "pass")
+            float(expected.ravel()[worst]), "; ".join(reasons) or "pass",
+            *_ecosystem(products, relative, matches, len(mismatches), max(errors)))
+
+
+COSINE = [f.name for f in dataclasses.fields(Verdict)].index("cosine_similarity")
 
 
 def _fields(verdict) -> str:
-    """Every field, exactly (repr tells NaN, -0.0 and the types apart)."""
-    return repr(dataclasses.astuple(verdict))
+    """Every field but the cosine similarity, exactly (repr tells NaN, -0.0 and the types
+    apart); the cosine, a sum over the elements, is compared to rounding (`_same_cosine`)."""
+    fields = verdict if isinstance(verdict, tuple) else dataclasses.astuple(verdict)
+    return repr(fields[:COSINE] + fields[COSINE + 1:])
+
+
+def _same_cosine(first, second) -> bool:
+    one, two = (v if isinstance(v, tuple) else dataclasses.astuple(v) for v in (first, second))
+    if one[COSINE] is None or two[COSINE] is None:
+        return one[COSINE] is two[COSINE]
+    return one[COSINE] == pytest.approx(two[COSINE], rel=1e-12, abs=1e-15)
 
 
 def _tallied(actual: np.ndarray, expected: np.ndarray, runs: list[tuple[int, int]]):
@@ -181,9 +237,12 @@ def test_tally_in_chunks_equals_compare(dtype, shape, kinds, scale, seed, shuffl
     rng = np.random.default_rng(seed)
     actual, expected = _outputs(rng, dtype, tuple(shape), kinds, scale)
     whole = compare(actual, expected)
-    assert repr(_reference_verdict(actual, expected, dtype)) == _fields(whole)
+    reference = _reference_verdict(actual, expected, dtype)
+    assert _fields(reference) == _fields(whole)
+    assert _same_cosine(reference, whole)
     chunked = _tallied(actual, expected, _runs(rng, actual.size, shuffled))
     assert _fields(chunked) == _fields(whole)
+    assert _same_cosine(chunked, whole)
 
 
 def _fail_by(reason: str, dtype) -> tuple[np.ndarray, np.ndarray]:
@@ -207,7 +266,7 @@ def test_tally_fails_as_compare_does(dtype, reason, words):
     actual, expected = _fail_by(reason, dtype)
     verdict = _tallied(actual, expected, [(200, 300), (0, 7), (7, 200)])
     assert not verdict.passed and words in verdict.reason and ";" not in verdict.reason
-    assert _fields(verdict) == repr(_reference_verdict(actual, expected, dtype))
+    assert _fields(verdict) == _fields(_reference_verdict(actual, expected, dtype))
 
 
 def test_tally_worst_is_the_first_of_tied_maxima():
@@ -226,7 +285,7 @@ def test_tally_with_no_error_names_the_first_element_even_if_not_finite():
     verdict = _tallied(actual, expected, [(2, 3), (0, 2)])
     assert verdict.worst_index == [0] and math.isnan(verdict.worst_actual)
     assert _fields(verdict) == _fields(compare(actual, expected))
-    assert _fields(verdict) == repr(_reference_verdict(actual, expected, np.float32))
+    assert _fields(verdict) == _fields(_reference_verdict(actual, expected, np.float32))
 
 
 def test_tally_without_finite_elements_names_the_first_mismatch():
@@ -242,7 +301,7 @@ def test_tally_of_an_empty_output():
     verdict = _tallied(actual, expected, [(0, 0), (0, 0)])
     assert _fields(verdict) == _fields(Tally(np.float32, (4, 0)).verdict())
     assert _fields(verdict) == _fields(compare(actual, expected))
-    assert _fields(verdict) == repr(_reference_verdict(actual, expected, np.float32))
+    assert _fields(verdict) == _fields(_reference_verdict(actual, expected, np.float32))
 
 
 def test_tally_refuses_what_does_not_fit():
@@ -320,3 +379,49 @@ def test_draw_holds_one_chunk_of_float64_at_a_time():
     finally:
         tracemalloc.stop()
     assert peak < drawn.nbytes + 2 * chunk_bytes < 8 * drawn.size
+
+
+# --- the ecosystem's metrics, by hand ---------------------------------------------------------
+
+def test_ecosystem_metrics_by_hand():
+    """float32 actual [1, 2, 0, 3] against golden [1, 2.002, 1e-9, -3]: errors 0, 0.002,
+    1e-9, 6; relative errors against max(|golden|, 1e-6): 0, 0.002/2.002 (< 0.001),
+    1e-9/1e-6 = 0.001 (not < 0.001), 2; cosine (1 + 4.004 - 9) / (sqrt(14) sqrt(14.008004
+    + 1e-18)); max abs error 6 > 1: accuracy not reached."""
+    actual = np.array([1, 2, 0, 3], np.float32)
+    golden = np.array([1, 2.002, 1e-9, -3])
+    verdict = compare(actual, golden)
+    assert verdict.max_abs_error == 6.0
+    assert verdict.max_rel_error == 2.0
+    assert verdict.one_thousandth_ratio == 2 / 4
+    assert verdict.five_thousandths_ratio == 3 / 4
+    expected = (1 + 4.004 - 9) / (math.sqrt(14) * math.sqrt(1 + 2.002**2 + 1e-18 + 9))
+    assert verdict.cosine_similarity == pytest.approx(expected, rel=1e-14)
+    assert verdict.accuracy_reached is False
+
+
+@pytest.mark.parametrize("actual, golden, cosine, reached", [
+    ([0.0, 0.0], [0.0, 0.0], 1.0, True),  # both zero: cosine 1
+    ([0.0, 0.0], [0.5, 0.0], None, False),  # one zero: N/A, judged by max abs error 0.5
+    ([1e-4, 0.0], [0.0, 0.0], None, True),  # N/A, max abs error 1e-4 <= 0.001
+    ([1.0, 2.0], [1.0, 2.0005], 1.0, True),  # cosine ~1, error 5e-4
+    ([1.0, 0.0], [0.0, 1.0], 0.0, False),  # orthogonal: cosine 0 < 0.9
+    ([2.5], [2.5], None, True),  # a single element: N/A
+    ([np.nan, 1.0], [np.nan, 1.0], 1.0, True),  # matched NaN counts as equal zeros
+    ([np.inf, 1.0], [1.0, 1.0], None, False),  # unmatched Inf: N/A, not reached
+])
+def test_ecosystem_cosine_and_verdict_rules(actual, golden, cosine, reached):
+    verdict = compare(np.array(actual, np.float32), np.array(golden))
+    assert verdict.cosine_similarity == (None if cosine is None else pytest.approx(cosine))
+    assert verdict.accuracy_reached is reached
+    if not np.isinf(actual).any():
+        assert verdict.one_thousandth_ratio is not None
+
+
+def test_a_near_zero_golden_has_a_relative_error_against_the_small_value():
+    """golden 1e-15, actual 1e-7 in float16 / float32: |error| / max(|golden|, small value)
+    = 1e-7 / 1e-3 and 1e-7 / 1e-6, not 1e8."""
+    for dtype, small in ((np.float16, 1e-3), (np.float32, 1e-6)):
+        actual = np.array([1e-7, 1.0], dtype)
+        verdict = compare(actual, np.array([1e-15, 1.0]))
+        assert verdict.max_rel_error == pytest.approx(abs(float(actual[0]) - 1e-15) / small)

@@ -9,6 +9,7 @@ the cases in file order whatever order they finished in.
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 import multiprocessing
@@ -111,6 +112,33 @@ def write_json(path: str | Path, document: dict) -> None:
     path = Path(path)
     partial = path.with_name(path.name + ".partial")
     partial.write_text(json.dumps(document, indent=2, allow_nan=False))
+    os.replace(partial, path)
+
+
+CSV_COLUMNS = ("index", "id", "operator", "dtype", "outcome", "passed", "status",
+               "expected_status", "elements", "ok_fraction", "max_abs_error", "max_rel_error",
+               "cosine_similarity", "one_thousandth_ratio", "five_thousandths_ratio",
+               "accuracy_reached", "reason", "seconds")
+
+
+def _csv_row(entry: dict) -> dict:
+    """A case's report entry as a CSV row: the precision fields flattened (empty where the
+    case has none or a metric is N/A), the reason of a verdict or else the message."""
+    precision = entry["precision"] or {}
+    row = {**{k: entry[k] for k in CSV_COLUMNS if k in entry},
+           **{k: precision.get(k) for k in CSV_COLUMNS if k in precision}}
+    row["reason"] = precision.get("reason") or entry["message"]
+    return {k: "" if row.get(k) is None else row[k] for k in CSV_COLUMNS}
+
+
+def write_csv(path: str | Path, report: dict) -> None:
+    """The report's cases as CSV, one row per case (see CSV_COLUMNS), written atomically."""
+    path = Path(path)
+    partial = path.with_name(path.name + ".partial")
+    with partial.open("w", newline="", encoding="utf-8") as stream:
+        writer = csv.DictWriter(stream, CSV_COLUMNS)
+        writer.writeheader()
+        writer.writerows(_csv_row(entry) for entry in report["cases"])
     os.replace(partial, path)
 
 

@@ -38,6 +38,7 @@ from .batch import (
     parse_shard,
     read_report,
     run_all,
+    write_csv,
     write_json,
 )
 from .cases import DTYPES, CaseFileError, load_cases
@@ -80,8 +81,21 @@ class Progress:
 
 # --- demo ---------------------------------------------------------------------------------
 
+def _kernel_cache_is_empty() -> bool:
+    """Whether Numba's cache holds none of the kernels yet (the first run compiles them)."""
+    from .. import kernels
+
+    places = [Path(kernels.__file__).parent / "__pycache__"]
+    if os.environ.get("NUMBA_CACHE_DIR"):
+        places.append(Path(os.environ["NUMBA_CACHE_DIR"]))
+    return not any(next(place.rglob("*.nbi"), None) for place in places if place.is_dir())
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     """Run the translated seed samples, each in its own interpreter, as the README does."""
+    if _kernel_cache_is_empty():
+        print("(first run: compiling the kernels into Numba's cache, a minute or two; later "
+              "runs start in about a second)", flush=True)
     for name in SAMPLES:
         print(f"== {name}", flush=True)
         done = subprocess.run([sys.executable, "-m", f"aclnn.samples.{name}"])
@@ -112,8 +126,7 @@ def _print_summary(summary: dict) -> None:
         print("worst precision:")
         for w in summary["worst"]:
             print(f"  case {w['index']} (id {w['id']!r}) {w['operator']} {w['dtype']}: "
-                  f"max abs error {_number(w['max_abs_error'])}, max rel error "
-                  f"{_number(w['max_rel_error'])} - {w['reason']}")
+                  f"{w['reason']}; {ecosystem_line(w)}")
     skipped = f", {summary['skipped']} skipped" if summary["skipped"] else ""
     print(f"{summary['passed']} of {summary['cases']} cases passed{skipped}")
 
@@ -225,13 +238,24 @@ def cmd_run(args: argparse.Namespace) -> int:
     report = build_report(header, rows)
     _print_failures(report["cases"])
     _print_summary(report["summary"])
-    if args.report:
-        try:
-            write_json(args.report, report)
-        except OSError as exc:
-            print(f"aclnn run: cannot write the report: {exc}", file=sys.stderr)
-            return 2
+    if not _write_reports("aclnn run", args, report):
+        return 2
     return status or _exit_status(report["summary"], args.allow_skip)
+
+
+def _write_reports(command: str, args: argparse.Namespace, report: dict) -> bool:
+    """Write the JSON report (--report / -o) and the CSV one (--csv) asked for; False, with
+    a message, if one cannot be written."""
+    targets = [(getattr(args, "report", None) or getattr(args, "output", None), write_json),
+               (args.csv, write_csv)]
+    for path, write in targets:
+        if path:
+            try:
+                write(path, report)
+            except OSError as exc:
+                print(f"{command}: cannot write {path}: {exc}", file=sys.stderr)
+                return False
+    return True
 
 
 def cmd_report_merge(args: argparse.Namespace) -> int:
@@ -239,12 +263,10 @@ def cmd_report_merge(args: argparse.Namespace) -> int:
     every case passed."""
     try:
         report = merge_reports(args.reports)
-        write_json(args.output, report)
     except ReportError as exc:
         print(f"aclnn report merge: {exc}", file=sys.stderr)
         return 2
-    except OSError as exc:
-        print(f"aclnn report merge: cannot write {args.output}: {exc}", file=sys.stderr)
+    if not _write_reports("aclnn report merge", args, report):
         return 2
     _print_summary(report["summary"])
     return _exit_status(report["summary"], args.allow_skip)
@@ -294,7 +316,24 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if verdict.worst_index is not None and verdict.elements:
         print(f"worst element {verdict.worst_index}: actual {verdict.worst_actual!r}, "
               f"golden {verdict.worst_golden!r}")
+    print(ecosystem_line(verdict.to_json()))
     return 0 if verdict.passed else 1
+
+
+def _ratio(value: float | None) -> str:
+    return "N/A" if value is None else f"{value:.4%}"
+
+
+def ecosystem_line(precision: dict) -> str:
+    """The ecosystem's metrics of a verdict (its JSON form) on one line, as msprobe and the
+    PyTorch accuracy comparison name them."""
+    cosine = precision["cosine_similarity"]
+    return (f"ecosystem: cosine {'N/A' if cosine is None else f'{cosine:.6f}'}, "
+            f"max abs error {_number(precision['max_abs_error'])}, max rel error "
+            f"{_number(precision['max_rel_error'])}, one-thousandth "
+            f"{_ratio(precision['one_thousandth_ratio'])}, five-thousandths "
+            f"{_ratio(precision['five_thousandths_ratio'])}; accuracy reached: "
+            f"{'Yes' if precision['accuracy_reached'] else 'No'}")
 
 
 # --- info ---------------------------------------------------------------------------------
@@ -374,6 +413,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     run.add_argument("--report", metavar="R.json", help="write a JSON report here (each "
                      "case is also appended to R.jsonl as it finishes)")
+    run.add_argument("--csv", metavar="R.csv", help="write a CSV report here: a row per "
+                     "case with its outcome and precision metrics")
     run.add_argument("--save-dir", metavar="D", help="save each case's inputs, output and "
                      "golden as .npy under D")
     run.add_argument("--max-memory", metavar="SIZE", help="the memory a case may use "
@@ -400,6 +441,8 @@ def build_parser() -> argparse.ArgumentParser:
     merge.add_argument("reports", nargs="+", metavar="REPORT")
     merge.add_argument("-o", "--output", required=True, metavar="ALL.json",
                        help="where to write the joined report")
+    merge.add_argument("--csv", metavar="ALL.csv", help="also write the joined report as "
+                       "CSV, a row per case")
     _add_allow_skip(merge)
     merge.set_defaults(func=cmd_report_merge)
     cmp = sub.add_parser("compare", help="compare an output dump with a golden dump",

@@ -1,9 +1,19 @@
-"""The precision standard of SPEC §10, as the CANN operator test kit applies it.
+"""The precision standard of SPEC §10, as the CANN operator test kit applies it, and the
+metrics of the Ascend ecosystem's accuracy tools beside it.
 
 An element is ok if |actual - golden| <= atol + rtol * |golden|. An output passes if at
 least 99 % of its elements are ok, no element's error exceeds both the hard limit and
 32 ULP of the output dtype at |golden|, and every NaN/Inf matches (NaN with NaN, Inf with
 Inf of the same sign).
+
+The ecosystem's metrics (msprobe's compare, the PyTorch accuracy comparison on Ascend):
+NaN/Inf matched in place count as equal zeros, and any unmatched one makes the metrics
+N/A (None) and the accuracy not reached. The relative error is |actual - golden| /
+max(|golden|, small value of the dtype) - the "small value" floor of the ecosystem's
+precision standards (float32 1e-6, float16 and bfloat16 1e-3) - so a near-zero golden
+does not turn a tiny absolute error into 5e+08. Cosine similarity is 1 when both outputs
+are zero, N/A when one is (or for a single element). The accuracy is reached unless
+cosine < 0.99 with max abs error > 0.001, cosine < 0.9, or max abs error > 1.
 """
 
 from __future__ import annotations
@@ -16,6 +26,10 @@ import numpy as np
 
 PASS_FRACTION = 0.99
 HARD_ULPS = 32
+SMALL_VALUES = {np.dtype(np.float16): 1e-3, np.dtype(ml_dtypes.bfloat16): 1e-3,
+                np.dtype(np.float32): 1e-6}
+RATIO_THRESHOLDS = (0.001, 0.005)  # the one-thousandth and five-thousandths error ratios
+ZERO_NORM = float(np.finfo(np.float64).eps)  # a norm this small is an all-zero output
 
 
 @dataclass(frozen=True)
@@ -39,7 +53,8 @@ STANDARDS = {
 
 @dataclass(frozen=True)
 class Verdict:
-    """How one output compares with its golden."""
+    """How one output compares with its golden: our standard's verdict (`passed`, the
+    pass criterion) and the ecosystem's metrics; max_rel_error is the ecosystem's."""
 
     passed: bool
     elements: int
@@ -52,6 +67,10 @@ class Verdict:
     worst_actual: float | None
     worst_golden: float | None
     reason: str
+    cosine_similarity: float | None  # the ecosystem's metrics (see the module docstring)
+    one_thousandth_ratio: float | None
+    five_thousandths_ratio: float | None
+    accuracy_reached: bool
 
     def to_json(self) -> dict:
         """The verdict as JSON-ready values (no NaN: JSON has none)."""
@@ -83,6 +102,9 @@ class Tally:
 
     def __init__(self, dtype, shape) -> None:
         self.standard = standard_for(dtype)
+        self.small_value = SMALL_VALUES[np.dtype(dtype)]
+        self._products = np.zeros(3)  # sums of actual * golden, actual**2, golden**2
+        self._within = np.zeros(len(RATIO_THRESHOLDS), np.int64)
         self.shape = tuple(int(d) for d in shape)
         self.elements = math.prod(self.shape)
         self._added = 0
@@ -116,7 +138,11 @@ class Tally:
         finite = ~special
         with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
             error = np.where(finite, np.abs(a - g), 0.0)
-            relative = np.where(finite & (g != 0), error / np.abs(g), 0.0)
+            relative = np.where(finite, error / np.maximum(np.abs(g), self.small_value), 0.0)
+            a0, g0 = np.where(finite, a, 0.0), np.where(finite, g, 0.0)
+            self._products += (np.dot(a0, g0), np.dot(a0, a0), np.dot(g0, g0))
+        self._within += [np.count_nonzero(finite & (relative < t)) + np.count_nonzero(matched)
+                         for t in RATIO_THRESHOLDS]
         limits = self.standard.atol + self.standard.rtol * np.abs(g)
         hard = (finite & (error > self.standard.limit)
                 & (error > HARD_ULPS * ulp(np.abs(g), self.standard)))
@@ -145,7 +171,8 @@ class Tally:
         if self._added != self.elements:
             raise ValueError(f"{self._added} elements added to a tally of {self.elements}")
         if not self.elements:
-            return Verdict(True, 0, 1.0, 0.0, 0.0, 0, 0, None, None, None, "empty output")
+            return Verdict(True, 0, 1.0, 0.0, 0.0, 0, 0, None, None, None, "empty output",
+                           None, None, None, True)
         ok_fraction = self._ok / self.elements
         reasons = []
         if self._mismatched:
@@ -157,9 +184,33 @@ class Tally:
         use_mismatch = self._mismatched > 0 and not self._finite
         _, worst, actual, golden = self._first_mismatch if use_mismatch else self._worst
         index = [int(i) for i in np.unravel_index(worst, self.shape)] if self.shape else []
-        return Verdict(not reasons, self.elements, ok_fraction, -self._worst[0],
-                       self._max_relative, self._hard, self._mismatched, index, actual,
-                       golden, "; ".join(reasons) or "pass")
+        max_abs = -self._worst[0]
+        cosine, ratios = self._cosine(), [None] * len(RATIO_THRESHOLDS)
+        if not self._mismatched:
+            ratios = [int(count) / self.elements for count in self._within]
+        return Verdict(not reasons, self.elements, ok_fraction, max_abs, self._max_relative,
+                       self._hard, self._mismatched, index, actual, golden,
+                       "; ".join(reasons) or "pass", cosine, *ratios,
+                       self._reached(cosine, max_abs))
+
+    def _cosine(self) -> float | None:
+        """The outputs' cosine similarity (None where the ecosystem's tools show N/A)."""
+        if self._mismatched or self.elements < 2:
+            return None
+        dot, norm_a, norm_g = self._products[0], *np.sqrt(self._products[1:])
+        if norm_a <= ZERO_NORM and norm_g <= ZERO_NORM:
+            return 1.0
+        if norm_a <= ZERO_NORM or norm_g <= ZERO_NORM:
+            return None
+        return float(dot / (norm_a * norm_g))
+
+    def _reached(self, cosine: float | None, max_abs: float) -> bool:
+        """The accuracy comparison's verdict; without a cosine, by max abs error alone."""
+        if self._mismatched:
+            return False
+        if cosine is None:
+            return max_abs <= 0.001
+        return not ((cosine < 0.99 and max_abs > 0.001) or cosine < 0.9 or max_abs > 1)
 
 
 def compare(actual, golden, dtype=None) -> Verdict:

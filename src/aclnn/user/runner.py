@@ -200,6 +200,8 @@ def _or_inf(value: float | None) -> float:
     return math.inf if value is None else value
 
 
+WORST_FIELDS = ("max_abs_error", "max_rel_error", "cosine_similarity", "one_thousandth_ratio",
+                "five_thousandths_ratio", "accuracy_reached", "passed", "reason")
 OUTCOMES = ("pass", "fail", "rejected", "unexpected-success", "skipped")
 
 
@@ -223,9 +225,7 @@ def summarize(rows: Iterable[dict]) -> dict:
         "by_operator_dtype": [{"operator": op, "dtype": dt, **counts}
                               for (op, dt), counts in sorted(groups.items())],
         "worst": [{"index": r["index"], "id": r["id"], "operator": r["operator"],
-                   "dtype": r["dtype"], "max_abs_error": r["precision"]["max_abs_error"],
-                   "max_rel_error": r["precision"]["max_rel_error"],
-                   "passed": r["precision"]["passed"], "reason": r["precision"]["reason"]}
+                   "dtype": r["dtype"], **{k: r["precision"][k] for k in WORST_FIELDS}}
                   for r in worst],
     }
 

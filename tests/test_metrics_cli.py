@@ -1,0 +1,69 @@
+"""The ecosystem's accuracy metrics on the command line: `aclnn compare` prints them, `aclnn
+run` reports them per case in JSON and in a CSV report that parses back to the JSON's
+values (`aclnn report merge --csv` too)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+
+import numpy as np
+
+from test_cli import BASIC, SWEEP, aclnn, run_report
+
+
+def test_compare_prints_the_ecosystem_metrics(tmp_path):
+    """actual [1, 2, 0, 3] against golden [1, 2.002, 1e-9, -3] (float32): the metrics the
+    metrics test computes by hand."""
+    np.save(tmp_path / "a.npy", np.array([1, 2, 0, 3], np.float32))
+    np.save(tmp_path / "g.npy", np.array([1, 2.002, 1e-9, -3]))
+    done = aclnn("compare", tmp_path / "a.npy", tmp_path / "g.npy")
+    assert done.returncode == 1
+    cosine = (1 + 4.004 - 9) / (math.sqrt(14) * math.sqrt(1 + 2.002**2 + 1e-18 + 9))
+    assert (f"ecosystem: cosine {cosine:.6f}, max abs error 6, max rel error 2, "
+            "one-thousandth 50.0000%, five-thousandths 75.0000%; accuracy reached: No"
+            in done.stdout), done.stdout
+
+
+def _parsed(value: str, like):
+    """A CSV cell read back as the JSON value it came from."""
+    if value == "":
+        return None
+    if isinstance(like, bool):
+        return value == "True"
+    return type(like)(value) if isinstance(like, (int, float)) else value
+
+
+def test_run_csv_has_a_row_per_case_with_the_reports_values(tmp_path):
+    done, report = run_report(tmp_path, SWEEP, "--csv", tmp_path / "r.csv", "--soc",
+                              "Ascend910")
+    with (tmp_path / "r.csv").open(newline="") as stream:
+        rows = list(csv.DictReader(stream))
+    assert len(rows) == len(report["cases"]) == 300
+    for row, case in zip(rows, report["cases"]):
+        precision = case["precision"] or {}
+        for column, value in row.items():
+            source = precision if column in precision and column != "passed" else case
+            if column == "reason":
+                assert value == (precision.get("reason") or case["message"])
+            elif column in source and source[column] is not None:
+                assert _parsed(value, source[column]) == source[column], (column, row)
+            else:
+                assert value == "", (column, row)
+    rejected = [r for r in rows if r["outcome"] == "rejected"]
+    assert rejected and all(r["cosine_similarity"] == "" for r in rejected)
+    assert {r["accuracy_reached"] for r in rows if r["outcome"] == "pass"} <= {"True", "False"}
+
+
+def test_merge_writes_csv_too(tmp_path):
+    run_report(tmp_path, BASIC, "--shard", "1/2", name="a.json")
+    run_report(tmp_path, BASIC, "--shard", "2/2", name="b.json")
+    done = aclnn("report", "merge", tmp_path / "a.json", tmp_path / "b.json", "-o",
+                 tmp_path / "all.json", "--csv", tmp_path / "all.csv")
+    merged = json.loads((tmp_path / "all.json").read_text())
+    assert done.returncode == (1 if merged["summary"]["failed"] else 0)
+    with (tmp_path / "all.csv").open(newline="") as stream:
+        rows = list(csv.DictReader(stream))
+    assert [int(r["index"]) for r in rows] == list(range(8))
+    assert [r["outcome"] for r in rows] == [c["outcome"] for c in merged["cases"]]
