@@ -504,10 +504,14 @@ def test_fuzz_operators(data):
             world.check(allowed)
             if vanished:
                 continue
-            again = call(op, run, None, ws, executor, stream)
+            workspace = world.malloc(ws) if ws else None  # a live one of the size asked
+            again = call(op, run, workspace, ws, executor, stream)
             assert again == (0 if executor.repeatable or status else 161002)
             assert acl.rt.synchronize_stream(stream) == 0
-            world.check({view[0]: view[1]} if view is not None and again == 0 else {})
+            allowed = {view[0]: view[1]} if view is not None and again == 0 else {}
+            if workspace is not None:  # the operator's to write
+                allowed[workspace] = np.ones(ws, bool)
+            world.check(allowed)
             assert status_of(aclnn.aclDestroyAclOpExecutor(executor)) in (0, 161002)
     finally:
         acl.rt.synchronize_stream(stream)
