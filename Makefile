@@ -1,27 +1,34 @@
 # Two entry points: `make demo` runs the samples (Python, then the same in C++ through the
 # C SDK), `make test` runs the test suite. Both create or refresh the virtual environment
-# in .venv themselves.
-PYTHON ?= python3
-VENV   ?= .venv
-PY     := $(VENV)/bin/python
-STAMP  := $(VENV)/.installed
+# in .venv themselves: `demo` installs the runtime dependencies only, `test` and `bench`
+# add the test extras (PyTorch, pytest, ...).
+PYTHON  ?= python3
+VENV    ?= .venv
+PY      := $(VENV)/bin/python
+PIP     := $(PY) -m pip install --quiet --disable-pip-version-check
+RUNTIME := $(VENV)/.installed-runtime
+EXTRAS  := $(VENV)/.installed-test
 
 .PHONY: demo test bench clean
 
-$(STAMP): pyproject.toml
+$(RUNTIME): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
-	touch $(STAMP)
+	$(PIP) -e .
+	touch $(RUNTIME)
 
-demo: $(STAMP)
+$(EXTRAS): $(RUNTIME)
+	$(PIP) -e '.[test]'
+	touch $(EXTRAS)
+
+demo: $(RUNTIME)
 	$(VENV)/bin/aclnn demo
 	$(PY) examples/c/demo.py
 
-test: $(STAMP)
+test: $(EXTRAS)
 	$(PY) -m ruff check src tests examples benchmarks tools
 	$(PY) -m pytest -q
 
-bench: $(STAMP)
+bench: $(EXTRAS)
 	$(PY) -m benchmarks
 
 clean:
