@@ -7,6 +7,10 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
+import re
+import subprocess
+import sys
 
 import numpy as np
 
@@ -67,3 +71,32 @@ def test_merge_writes_csv_too(tmp_path):
         rows = list(csv.DictReader(stream))
     assert [int(r["index"]) for r in rows] == list(range(8))
     assert [r["outcome"] for r in rows] == [c["outcome"] for c in merged["cases"]]
+
+
+# --- colours and the live bar (rich) ---------------------------------------------------------
+
+def _run_with(env_extra: dict, *args) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("ACLNN_SOC", "NO_COLOR", "FORCE_COLOR", "TERM")}
+    return subprocess.run([sys.executable, "-m", "aclnn", "run", str(BASIC), *args],
+                          capture_output=True, text=True, env={**env, **env_extra},
+                          timeout=300)
+
+
+COLOUR = re.compile(r"\x1b\[(?:3|9)\d")  # a foreground colour
+
+
+def test_colours_on_a_terminal_and_none_with_no_color_or_in_a_pipe():
+    """FORCE_COLOR stands for a terminal: the table's counts and the verdict are coloured;
+    NO_COLOR takes the colours away; a pipe gets plain text."""
+    assert COLOUR.search(_run_with({"FORCE_COLOR": "1"}).stdout)
+    assert not COLOUR.search(_run_with({"FORCE_COLOR": "1", "NO_COLOR": "1"}).stdout)
+    plain = _run_with({})
+    assert "\x1b" not in plain.stdout and "\x1b" not in plain.stderr
+
+
+def test_a_terminal_gets_the_live_bar():
+    done = _run_with({"FORCE_COLOR": "1"}, "--progress")
+    assert done.returncode in (0, 1), done.stderr
+    assert "8/8" in done.stderr and "━" in done.stderr
+    assert not re.search(r"^\[#+", done.stderr, flags=re.M)  # not the log's plain lines

@@ -18,6 +18,10 @@ from pathlib import Path
 
 import ml_dtypes
 import numpy as np
+from rich.console import Console
+from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
+from rich.progress import Progress as RichProgress
+from rich.table import Table
 
 from .. import acl
 from ..acl._device import CONTRACT_ENV, CONTRACTS, SOC_ENV, SOC_NAMES
@@ -50,33 +54,36 @@ BAR_WIDTH = 30
 
 
 class Progress:
-    """A progress bar on stderr: redrawn in place on a terminal, else a line per tenth."""
+    """A progress bar on stderr: rich's live bar on a terminal; elsewhere (a log, a pipe) a
+    plain line per tenth, which a log keeps readable."""
 
     def __init__(self, total: int, enabled: bool, stream=None):
         self.total, self.enabled, self.done = total, enabled and total > 0, 0
-        self.stream = stream or sys.stderr
-        self.live = self.stream.isatty()
+        self.console = Console(file=stream or sys.stderr, highlight=False)
         self._last_tenth = -1
+        self._bar = None
+        if self.enabled and self.console.is_terminal:
+            self._bar = RichProgress(
+                TextColumn("{task.completed}/{task.total}"), BarColumn(),
+                TextColumn("{task.description}"), TimeElapsedColumn(), console=self.console)
+            self._task = self._bar.add_task("", total=total)
+            self._bar.start()
 
     def step(self, label: str) -> None:
         """One more item done; `label` says which."""
         self.done += 1
-        if not self.enabled:
-            return
-        filled = BAR_WIDTH * self.done // self.total
-        line = (f"[{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {self.done}/{self.total} "
-                f"{label}")
-        if self.live:
-            self.stream.write("\r" + line.ljust(BAR_WIDTH + 60)[: BAR_WIDTH + 60])
-        elif 10 * self.done // self.total != self._last_tenth:
+        if self._bar is not None:
+            self._bar.update(self._task, completed=self.done, description=label)
+        elif self.enabled and 10 * self.done // self.total != self._last_tenth:
             self._last_tenth = 10 * self.done // self.total
-            self.stream.write(line + "\n")
-        self.stream.flush()
+            filled = BAR_WIDTH * self.done // self.total
+            self.console.print(f"[{'#' * filled}{'.' * (BAR_WIDTH - filled)}] "
+                               f"{self.done}/{self.total} {label}", markup=False)
 
     def close(self) -> None:
-        """End the bar's line."""
-        if self.enabled and self.live:
-            self.stream.write("\n")
+        """End the bar."""
+        if self._bar is not None:
+            self._bar.stop()
 
 
 # --- demo ---------------------------------------------------------------------------------
@@ -115,20 +122,34 @@ def _select_device(soc: str | None, contract: str | None) -> None:
     acl.rt.set_device(0)
 
 
+def _console() -> Console:
+    """stdout through rich: colours on a terminal, none in a pipe or with NO_COLOR."""
+    return Console(highlight=False, soft_wrap=True)
+
+
 def _print_summary(summary: dict) -> None:
-    print(f"{'operator':<22}{'dtype':<7}{'cases':>7}{'pass':>7}{'fail':>7}{'rejected':>10}"
-          f"{'skipped':>9}")
+    console = _console()
+    table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
+    table.add_column("operator")
+    table.add_column("dtype")
+    for name in ("cases", "pass", "fail", "rejected", "skipped"):
+        table.add_column(name, justify="right")
     for g in summary["by_operator_dtype"]:
         rejected = g["rejected"] + g["unexpected-success"]
-        print(f"{g['operator']:<22}{g['dtype']:<7}{g['cases']:>7}{g['pass']:>7}{g['fail']:>7}"
-              f"{rejected:>10}{g['skipped']:>9}")
+        table.add_row(g["operator"], g["dtype"], str(g["cases"]),
+                      f"[green]{g['pass']}[/]", f"[red]{g['fail']}[/]" if g["fail"] else "0",
+                      f"[red]{rejected}[/]" if rejected else "0",
+                      f"[yellow]{g['skipped']}[/]" if g["skipped"] else "0")
+    console.print(table)
     if summary["worst"]:
-        print("worst precision:")
+        console.print("worst precision:")
         for w in summary["worst"]:
-            print(f"  case {w['index']} (id {w['id']!r}) {w['operator']} {w['dtype']}: "
-                  f"{w['reason']}; {ecosystem_line(w)}")
+            console.print(f"  case {w['index']} (id {w['id']!r}) {w['operator']} {w['dtype']}: "
+                          f"{w['reason']}; {ecosystem_line(w)}", markup=False)
     skipped = f", {summary['skipped']} skipped" if summary["skipped"] else ""
-    print(f"{summary['passed']} of {summary['cases']} cases passed{skipped}")
+    style = "green" if summary["passed"] == summary["cases"] else "red"
+    console.print(f"{summary['passed']} of {summary['cases']} cases passed{skipped}",
+                  style=style, markup=False)
 
 
 def _number(value: float | None) -> str:
