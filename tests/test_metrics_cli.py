@@ -100,3 +100,25 @@ def test_a_terminal_gets_the_live_bar():
     assert done.returncode in (0, 1), done.stderr
     assert "8/8" in done.stderr and "━" in done.stderr
     assert not re.search(r"^\[#+", done.stderr, flags=re.M)  # not the log's plain lines
+
+
+def test_demo_announces_the_first_compile_only_when_the_cache_is_empty(tmp_path, monkeypatch,
+                                                                     capsys):
+    """No Numba index file beside the kernels nor in NUMBA_CACHE_DIR: `aclnn demo` says it
+    compiles the kernels once; with one there, it says nothing of it."""
+    from aclnn import kernels
+    from aclnn.user import cli
+
+    package = tmp_path / "kernels"
+    (package / "__pycache__").mkdir(parents=True)
+    monkeypatch.setattr(kernels, "__file__", str(package / "__init__.py"))
+    monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
+    monkeypatch.setattr(cli, "SAMPLES", [])
+    assert cli.cmd_demo(None) == 0
+    assert "first run: compiling the kernels" in capsys.readouterr().out
+    cache = tmp_path / "cache" / "sub"
+    cache.mkdir(parents=True)
+    (cache / "pointwise.f-1.py311.nbi").write_bytes(b"")
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "cache"))
+    assert cli.cmd_demo(None) == 0
+    assert "compiling" not in capsys.readouterr().out

@@ -264,3 +264,24 @@ def test_merge_refuses_reports_of_different_runs(tmp_path):
     assert done.returncode == 2
     assert "seed 5 instead of 0" in done.stderr
     assert not (tmp_path / "all.json").exists()
+
+
+def test_cases_past_a_workers_share_run_here_afterwards(monkeypatch):
+    """With 2 jobs each worker gets half the budget: a case needing more than that (but
+    not more than the budget) is kept out of the workers and run in this process, with the
+    whole budget; every case still gets its entry."""
+    acl.rt.set_device(0)
+    cases = load_cases(BASIC)
+    needs = [runner.case_bytes(c) for c in cases]
+    budget = 2 * min(needs) + (max(needs) - min(needs)) // 2  # between the two halves
+    big = {c.index for c, need in zip(cases, needs) if need > budget // 2}
+    assert big and len(big) < len(cases)
+    monkeypatch.setattr(batch, "WORKER_ELEMENTS", 0)
+    sent = []
+    monkeypatch.setattr(batch, "_run_in_workers", lambda chosen, options, jobs: (
+        sent.extend(c.index for c in chosen) or batch._run_here(chosen, options)))
+    options = batch.RunOptions(str(BASIC), 0, "truth", None, budget)
+    entries = list(batch.run_all(cases, options, 2))
+    assert set(sent) == {c.index for c in cases} - big
+    assert sorted(e["index"] for e in entries) == list(range(len(cases)))
+    assert all(e["outcome"] != "skipped" for e in entries)

@@ -15,10 +15,11 @@ import math
 import multiprocessing
 import os
 import signal
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 from .cases import Case, load_cases
 from .runner import case_bytes, run_case, summarize
@@ -107,12 +108,20 @@ def build_report(header: dict, rows: Iterable[dict]) -> dict:
     return {**header, "summary": summarize(ordered), "cases": ordered}
 
 
-def write_json(path: str | Path, document: dict) -> None:
-    """Write `document` to `path` atomically: readers see the old file or the new one."""
+def _write_atomically(path: str | Path, write: Callable[[TextIO], object]) -> None:
+    """`write` the file at `path` through a partial file renamed over it: readers see the
+    old file or the new one, never half of one."""
     path = Path(path)
     partial = path.with_name(path.name + ".partial")
-    partial.write_text(json.dumps(document, indent=2, allow_nan=False))
+    with partial.open("w", newline="", encoding="utf-8") as stream:
+        write(stream)
     os.replace(partial, path)
+
+
+def write_json(path: str | Path, document: dict) -> None:
+    """Write `document` to `path` as JSON, atomically."""
+    _write_atomically(path, lambda stream: json.dump(document, stream, indent=2,
+                                                     allow_nan=False))
 
 
 CSV_COLUMNS = ("index", "id", "operator", "dtype", "outcome", "passed", "status",
@@ -133,13 +142,11 @@ def _csv_row(entry: dict) -> dict:
 
 def write_csv(path: str | Path, report: dict) -> None:
     """The report's cases as CSV, one row per case (see CSV_COLUMNS), written atomically."""
-    path = Path(path)
-    partial = path.with_name(path.name + ".partial")
-    with partial.open("w", newline="", encoding="utf-8") as stream:
+    def write(stream: TextIO) -> None:
         writer = csv.DictWriter(stream, CSV_COLUMNS)
         writer.writeheader()
         writer.writerows(_csv_row(entry) for entry in report["cases"])
-    os.replace(partial, path)
+    _write_atomically(path, write)
 
 
 def merge_reports(paths: list[str]) -> dict:
@@ -190,16 +197,19 @@ def _start_worker(options: RunOptions) -> None:
     _WORKER["options"] = options
 
 
-def _run_in_worker(index: int) -> dict:
-    options = _WORKER["options"]
-    return run_case(_WORKER["cases"][index], options.seed, options.save_dir, options.golden,
+def _entry(case: Case, options: RunOptions) -> dict:
+    """Run one case; its report entry."""
+    return run_case(case, options.seed, options.save_dir, options.golden,
                     options.budget).to_json()
+
+
+def _run_in_worker(index: int) -> dict:
+    return _entry(_WORKER["cases"][index], _WORKER["options"])
 
 
 def _run_here(cases: list[Case], options: RunOptions) -> Iterator[dict]:
     for case in cases:
-        yield run_case(case, options.seed, options.save_dir, options.golden,
-                       options.budget).to_json()
+        yield _entry(case, options)
 
 
 def _run_in_workers(cases: list[Case], options: RunOptions, jobs: int) -> Iterator[dict]:
@@ -251,11 +261,9 @@ def run_all(cases: list[Case], options: RunOptions, jobs: int) -> Iterator[dict]
     if jobs <= 1 or len(cases) <= 1 or sum(map(_elements, cases)) < WORKER_ELEMENTS:
         yield from _run_here(cases, options)
         return
-    share = options.budget // jobs
-    saving = options.save_dir is not None
-    small = [c for c in cases if case_bytes(c, options.golden, saving) <= share]
-    if small:
-        yield from _run_in_workers(small, options, jobs)
-    yield from _run_here([c for c in cases if case_bytes(c, options.golden, saving) > share],
-                         options)
+    share, saving = options.budget // jobs, options.save_dir is not None
+    fits = [case_bytes(c, options.golden, saving) <= share for c in cases]
+    if any(fits):
+        yield from _run_in_workers([c for c, f in zip(cases, fits) if f], options, jobs)
+    yield from _run_here([c for c, f in zip(cases, fits) if not f], options)
 

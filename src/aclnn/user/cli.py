@@ -259,17 +259,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     report = build_report(header, rows)
     _print_failures(report["cases"])
     _print_summary(report["summary"])
-    if not _write_reports("aclnn run", args, report):
+    if not _write_reports("aclnn run", report, args.report, args.csv):
         return 2
     return status or _exit_status(report["summary"], args.allow_skip)
 
 
-def _write_reports(command: str, args: argparse.Namespace, report: dict) -> bool:
-    """Write the JSON report (--report / -o) and the CSV one (--csv) asked for; False, with
-    a message, if one cannot be written."""
-    targets = [(getattr(args, "report", None) or getattr(args, "output", None), write_json),
-               (args.csv, write_csv)]
-    for path, write in targets:
+def _write_reports(command: str, report: dict, json_path: str | None,
+                   csv_path: str | None) -> bool:
+    """Write the JSON and the CSV report asked for; False, with a message, if one cannot
+    be written."""
+    for path, write in ((json_path, write_json), (csv_path, write_csv)):
         if path:
             try:
                 write(path, report)
@@ -287,7 +286,7 @@ def cmd_report_merge(args: argparse.Namespace) -> int:
     except ReportError as exc:
         print(f"aclnn report merge: {exc}", file=sys.stderr)
         return 2
-    if not _write_reports("aclnn report merge", args, report):
+    if not _write_reports("aclnn report merge", report, args.output, args.csv):
         return 2
     _print_summary(report["summary"])
     return _exit_status(report["summary"], args.allow_skip)
