@@ -6,7 +6,14 @@ import numpy as np
 import pytest
 from benchmarks import isa
 from benchmarks.cases import Case, note_bandwidth_ceilings
-from benchmarks.harness import Row, bandwidth_and_torch, time_alternating, vs_case, vs_torch
+from benchmarks.harness import (
+    Row,
+    both,
+    streamed_and_torch,
+    time_alternating,
+    vs_case,
+    vs_torch,
+)
 
 
 def test_time_alternating_calls_each_function_in_turn():
@@ -36,6 +43,33 @@ def test_vs_case_uses_the_reference_timed_alongside():
     assert target.needs == ("contiguous",)
 
 
+def test_streamed_and_torch_judges_against_the_streamed_probe():
+    target = streamed_and_torch(0.85, 1.0)
+    row = Row("loss", ours_s=0.010, torch_s=0.012)
+    assert target.check(row, {})[0] is None  # no streamed probe timed alongside
+    row.extra["floor_ms"] = 8.0
+    ok, detail = target.check(row, {})
+    assert ok is False and "x streamed triad 0.80" in detail and "torch/ours 1.20" in detail
+    row.extra["floor_ms"] = 9.0
+    assert target.check(row, {})[0] is True
+    row.torch_s = 0.009
+    assert target.check(row, {})[0] is False
+
+
+def test_both_passes_only_when_each_target_does():
+    target = both(vs_torch(1.5), vs_case("normal", 0.8))
+    assert target.needs == ("normal",)
+    row = Row("spread", ours_s=0.010, torch_s=0.016, elements=1000)
+    assert target.check(row, {})[0] is None  # the reference was not timed
+    row.extra.update(reference_ms=9.0, reference_elements=1000)
+    ok, detail = target.check(row, {})
+    assert ok is True and "torch/ours 1.60" in detail and "0.90" in detail
+    row.extra["reference_ms"] = 7.0
+    assert target.check(row, {})[0] is False
+    row.extra["reference_ms"], row.torch_s = 9.0, 0.014
+    assert target.check(row, {})[0] is False
+
+
 def _failed(name, ours_ms, torch_ms, floor_ms, factor=1.5):
     case = Case(name, None, vs_torch(factor))
     row = Row(name, ours_s=ours_ms / 1e3, torch_s=torch_ms / 1e3, bytes_moved=134_000_000)
@@ -59,7 +93,8 @@ def test_bandwidth_ceiling_notes():
 
 def test_targets_carry_their_torch_factor():
     assert vs_torch(1.5).torch_factor == 1.5
-    assert bandwidth_and_torch(0.9, 1.0).torch_factor == 1.0
+    assert streamed_and_torch(0.85, 1.0).torch_factor == 1.0
+    assert both(vs_case("x", 0.8), vs_torch(1.5)).torch_factor == 1.5
     assert vs_case("x", 0.7).torch_factor is None
 
 

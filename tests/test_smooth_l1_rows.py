@@ -22,7 +22,10 @@ from aclnn.kernels.bits import BF16, F16, F32
 from aclnn.kernels.typed import VIEW_DTYPE
 
 DTYPES = {np.float32: F32, np.float16: F16, ml_dtypes.bfloat16: BF16}
-BETAS = [1.0, 0.5, 0.0, np.inf]  # 0: L1; inf: every finite d inside
+# 0: L1 (SIGN); 1, 0.5, 2**-127 and 2**127 by their exact reciprocal (MULTIPLY); inf
+# (every finite d inside), 0.3, 3e38, a subnormal and a subnormal power of two (whose
+# reciprocal overflows) divide (DIVIDE)
+BETAS = [1.0, 0.5, 0.0, np.inf, 2.0 ** -127, 2.0 ** 127, 0.3, 3e38, 1e-40, 2.0 ** -140]
 SPECIAL = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 1e-30, 65504.0, 3e38]
 
 
@@ -57,18 +60,36 @@ def _run(g, x, y, beta, scale, streaming, kernel=None):
     kernel = kernel or smooth_l1_rows.smooth_l1_flat
     view = VIEW_DTYPE[DTYPES[x.dtype.type]]
     out = R.aligned_zeros(x.size, view)
+    factor, mode = smooth_l1_rows.slope_factor(np.float32(beta))
     kernel(None if g is None else g.view(view), x.view(view), y.view(view), out,
-           np.float32(beta), np.float32(scale), streaming)
+           factor, mode, np.float32(scale), streaming)
     return out.view(x.dtype)
 
 
+@pytest.mark.parametrize("scale", [0.75, 1.0])
 @pytest.mark.parametrize("streaming", [False, True])
 @pytest.mark.parametrize("beta", BETAS)
 @pytest.mark.parametrize("dtype", list(DTYPES))
-def test_results_are_the_float32_formula_rounded_once(dtype, beta, streaming):
+def test_results_are_the_float32_formula_rounded_once(dtype, beta, streaming, scale):
     g, x, y = _inputs(dtype, 2 * smooth_l1_rows.BLOCK + 45)  # two blocks and a tail
-    got = _run(g, x, y, beta, 0.75, streaming)
-    assert np.array_equal(R.bits(got), R.bits(_expected(g, x, y, beta, 0.75, dtype)))
+    with np.errstate(over="ignore"):
+        x[-40:] = (np.float32(beta) * np.linspace(-2, 2, 40)).astype(dtype)  # around +-beta
+    y[-40:] = 0
+    got = _run(g, x, y, beta, scale, streaming)
+    assert np.array_equal(R.bits(got), R.bits(_expected(g, x, y, beta, scale, dtype)))
+
+
+M, S, D = smooth_l1_rows.MULTIPLY, smooth_l1_rows.SIGN, smooth_l1_rows.DIVIDE
+
+
+@pytest.mark.parametrize(("beta", "factor", "mode"), [
+    (1.0, 1.0, M), (0.5, 2.0, M), (4.0, 0.25, M), (2.0 ** 127, 2.0 ** -127, M),
+    (2.0 ** -127, 2.0 ** 127, M), (0.0, 2.0 ** 127, S), (np.inf, np.inf, D),
+    (2.0 ** -128, 2.0 ** -128, D), (0.3, 0.3, D), (3.0, 3.0, D), (1e-40, 1e-40, D),
+])
+def test_slope_factor_multiplies_only_by_exact_reciprocals(beta, factor, mode):
+    got = smooth_l1_rows.slope_factor(np.float32(beta))
+    assert got == (np.float32(factor), mode) and type(got[0]) is np.float32
 
 
 @pytest.mark.parametrize("streaming", [False, True])
@@ -99,6 +120,23 @@ def test_integer_rounding_variant_gives_the_same_bits(monkeypatch):
         g[:] = np.array(g_value, ml_dtypes.bfloat16)
         ours, plain = _run(g, x, y, 1.0, 1.0, True, kernel), _run(g, x, y, 1.0, 1.0, True)
         assert np.array_equal(R.bits(ours), R.bits(plain)), g_value
+
+
+@pytest.mark.parametrize("unpacked", [False, True])
+def test_bfloat16_lane_orders_give_the_same_bits(monkeypatch, unpacked):
+    """Compiled with bfloat16 rows in their own lane order and in the unpacked order of
+    8-lane registers (lanes.UNPACKED_BF16): the formula's bits either way, at every
+    position of a vector and in the tail."""
+    monkeypatch.setattr(lanes, "UNPACKED_BF16", unpacked)
+    options = {k: v for k, v in smooth_l1_rows.smooth_l1_flat.targetoptions.items()
+               if k not in ("cache", "nopython")}
+    kernel = njit(**options)(smooth_l1_rows.smooth_l1_flat.py_func)
+    g, x, y = _inputs(ml_dtypes.bfloat16, 3000 + 13, seed=4)
+    x[:64] = np.arange(64).astype(ml_dtypes.bfloat16)  # each lane its own value
+    for beta in (1.0, 0.3):
+        got = _run(g, x, y, beta, 0.75, False, kernel)
+        assert np.array_equal(R.bits(got), R.bits(_expected(g, x, y, beta, 0.75,
+                                                             ml_dtypes.bfloat16))), beta
 
 
 def test_streaming_only_for_large_aligned_outputs():

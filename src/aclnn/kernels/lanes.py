@@ -76,6 +76,65 @@ def load_lanes(builder, code: int, pointer):
         builder.bitcast(pointer, (VF if code == F32 else VH).as_pointer()), align=1))
 
 
+# bfloat16 rows of one dtype on 8-lane (AVX2, NEON) registers: the 16 elements widen by
+# interleaving with zero words, lane order `_UNPACKED` (what x86's in-lane unpacklo /
+# unpackhi of one 32-byte load give: elements 0-3 and 8-11, then 4-7 and 12-15), and pack
+# back to their own order by taking the high words (one in-lane pack, no lane-crossing
+# permute). Kernels whose every load and store of a row is bfloat16 may compute in that
+# order: 1 instruction per 8 elements instead of 2 to widen, 1.5 instead of 2 to narrow;
+# the contiguous bfloat16 SmoothL1 in cache: 3.0 ms per 16M elements instead of 4.2 (with
+# its division-free slope). 16-lane (AVX-512) registers hold the whole vector and keep
+# the natural order (not measured there). Read when a kernel is compiled.
+UNPACKED_BF16 = "+avx512f" not in target_features()
+_UNPACKED = [0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15]
+
+
+def _load_bf16_unpacked(builder, pointer):
+    """The 16 contiguous bfloat16 elements at the byte `pointer` as float32, in the lane
+    order `_UNPACKED`."""
+    elements = builder.load(builder.bitcast(pointer, VH.as_pointer()), align=1)
+    words = [index for e in _UNPACKED for index in (LANES, e)]  # (zero, element) pairs
+    wide = builder.shuffle_vector(elements, ir.Constant(VH, [0] * LANES),
+                                  ir.Constant(ir.VectorType(I32, 2 * LANES), words))
+    return builder.bitcast(wide, VF)
+
+
+def _bf16_repacker(builder):
+    """float32 x 16 in the lane order `_UNPACKED` -> bfloat16 x 16 (as i16) in their own
+    order, rounded to nearest-even, for values whose NaNs have a zero low half (see
+    `row_narrower`): the rounding add leaves those as they are, so no NaN select."""
+    positions = [_UNPACKED.index(e) for e in range(LANES)]
+
+    def repack(value):
+        bits = builder.bitcast(value, VI)
+        lowest_kept = builder.and_(builder.lshr(bits, splat(VI, 16)), splat(VI, 1))
+        rounded = builder.add(builder.add(bits, splat(VI, 0x7FFF)), lowest_kept)
+        words = builder.bitcast(builder.lshr(rounded, splat(VI, 16)),
+                                ir.VectorType(I16, 2 * LANES))
+        return builder.shuffle_vector(words, words, ir.Constant(VI, [2 * p for p in positions]))
+    return repack
+
+
+def row_loader(builder, code: int):
+    """For kernels whose every load and store of a row has the one element `code`: a
+    function (pointer -> float32 x 16) loading 16 contiguous elements, for bfloat16 in the
+    lane order `_UNPACKED` where UNPACKED_BF16 (when the kernel is compiled)."""
+    if code == BF16 and UNPACKED_BF16:
+        return lambda pointer: _load_bf16_unpacked(builder, pointer)
+    return lambda pointer: load_lanes(builder, code, pointer)
+
+
+def row_narrower(builder, code: int):
+    """The `narrower` that matches `row_loader`: back to the elements' own order. For
+    bfloat16 the values' NaNs must be quiet with a zero low half, as every NaN computed
+    from bfloat16 operands is (an operation passes a NaN operand's bits on, quieted, or
+    makes the default NaN; a bfloat16 widened has a zero low half): rounded as they are,
+    they stay the same NaN."""
+    if code == BF16 and UNPACKED_BF16:
+        return _bf16_repacker(builder)
+    return narrower(builder, code)
+
+
 class _BFloat(ir.Type):
     """LLVM's bfloat type, which llvmlite does not define."""
 
@@ -148,16 +207,17 @@ def store(builder, code: int, elements, pointer, streaming=None) -> None:
 def store_pair(builder, first, second, pointer, streaming, zero) -> None:
     """Store two vectors of 16-bit elements (from `narrower`), one after the other, as one
     64-byte line at the byte `pointer` (aligned to 64 where the i1 `streaming` is true,
-    which stores the line non-temporally, as `store` does). `zero`: an i16 that is 0 at
-    run time but not provably so, or'ed into the line, so that LLVM cannot fold the store
-    into float16's conversion instructions (a plain store: the non-temporal hint lost)."""
+    which stores the line non-temporally, as `store` does). `zero` (float16 lines): an i16
+    that is 0 at run time but not provably so, or'ed into the line, so that LLVM cannot
+    fold the store into float16's conversion instructions (a plain store: the
+    non-temporal hint lost); None where there is no such instruction (bfloat16)."""
     line = builder.shuffle_vector(first, second, ir.Constant(ir.VectorType(I32, 2 * LANES),
                                                              list(range(2 * LANES))))
-    lanes = ir.VectorType(I16, 2 * LANES)
-    opaque = builder.insert_element(ir.Constant(lanes, ir.Undefined), zero, I32(0))
-    line = builder.or_(line, builder.shuffle_vector(opaque, opaque,
-                                                    ir.Constant(ir.VectorType(I32, 2 * LANES),
-                                                                [0] * 2 * LANES)))
+    if zero is not None:
+        lanes = ir.VectorType(I16, 2 * LANES)
+        opaque = builder.insert_element(ir.Constant(lanes, ir.Undefined), zero, I32(0))
+        line = builder.or_(line, builder.shuffle_vector(
+            opaque, opaque, ir.Constant(ir.VectorType(I32, 2 * LANES), [0] * 2 * LANES)))
     target = builder.bitcast(pointer, line.type.as_pointer())
     with builder.if_else(streaming) as (streamed, plain):
         with streamed:

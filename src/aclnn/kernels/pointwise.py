@@ -51,7 +51,7 @@ from .lanes import transpose_x16
 from .launch import launch
 from .layout import MAX_RANK, coalesce
 from .smooth_l1_rows import PAD_BYTES as SMOOTH_L1_PAD
-from .smooth_l1_rows import smooth_l1_flat, smooth_l1_row
+from .smooth_l1_rows import slope_factor, smooth_l1_flat, smooth_l1_row
 from .typed import VIEW_DTYPE
 
 CHUNK = 4096  # elements per tile (one row) when no operand is staged
@@ -254,8 +254,9 @@ def _streamed(o, place, k, r, streaming):
 def _tile(params, bufs, meta, place, rows, n, work, work_bytes, areas, streaming, pad,
           row_code):
     """The rows of a tile, its operands located by `place`: SmoothL1 / L1 for params
-    (beta, scale), GELU for (use_tanh,), told apart when the kernel is compiled (see the
-    overload below); `row_code`: the dtype the rows are computed in (see `_row_code`)."""
+    (factor, mode, scale) (see `smooth_l1_rows.slope_factor`), GELU for (use_tanh,),
+    told apart when the kernel is compiled (see the overload below); `row_code`: the dtype
+    the rows are computed in (see `_row_code`)."""
     raise NotImplementedError("compiled code only")
 
 
@@ -267,17 +268,17 @@ def _tile_of(params, bufs, meta, place, rows, n, work, work_bytes, areas, stream
     through `gelu_rows.gelu_row`. The row buffers are picked once per tile and the
     byte view of the work area made once per run: picking them per row, or making the view
     per tile, cost 10-35 % on 256 x 256 in cache (reference counting)."""
-    if len(params) == 2:
+    if len(params) == 3:
         def smooth_l1(params, bufs, meta, place, rows, n, work, work_bytes, areas, streaming,
                       pad, row_code):
-            beta, scale = params
+            factor, mode, scale = params
             g, x = _rows(bufs, work_bytes, place, 0), _rows(bufs, work_bytes, place, 1)
             y, o = _rows(bufs, work_bytes, place, 2), _rows(bufs, work_bytes, place, 3)
             for r in range(rows):
                 _convert_rows(bufs, meta, place, r, n, work, work_bytes, areas, row_code)
                 smooth_l1_row(row_code, g, _row_at(place, 0, r), x, _row_at(place, 1, r), y,
-                              _row_at(place, 2, r), o, _row_at(place, 3, r), n, beta, scale,
-                              True, _streamed(o, place, 3, r, streaming), pad)
+                              _row_at(place, 2, r), o, _row_at(place, 3, r), n, factor, mode,
+                              scale, True, _streamed(o, place, 3, r, streaming), pad)
                 _flush_row(bufs, meta, place, r, n, work, work_bytes, areas, row_code)
         return smooth_l1
 
@@ -381,7 +382,7 @@ def _row_code(operands: list[StridedOperand], strides, params: tuple) -> int:
     back ran at 0.60 of the contiguous call's rate, with self transposed at 0.35);
     float32 otherwise."""
     codes = {op.code for op in operands}
-    if len(params) == 2 and len(codes) == 1:
+    if len(params) == 3 and len(codes) == 1:
         return codes.pop()
     return F32
 
@@ -420,6 +421,7 @@ def smooth_l1_backward(shape, grad, x, target, out, beta: float, scale: float) -
     beyond float32's range is inf: every finite d is then inside it, with slope 0)."""
     with np.errstate(over="ignore"):
         beta, scale = np.float32(beta), np.float32(scale)
+    factor, mode = slope_factor(beta)
 
     def flat(views, strides, operands):
         g, xs, ys, o = views
@@ -427,14 +429,14 @@ def smooth_l1_backward(shape, grad, x, target, out, beta: float, scale: float) -
             return None
         streaming = _streams(o)
         if g is not None:
-            return lambda: smooth_l1_flat(g, xs, ys, o, beta, scale, streaming)
+            return lambda: smooth_l1_flat(g, xs, ys, o, factor, mode, scale, streaming)
         if strides[0] != 0:
             return None
         read_grad = _scalar_reader(operands[0])
-        return lambda: smooth_l1_flat(None, xs, ys, o, beta,
+        return lambda: smooth_l1_flat(None, xs, ys, o, factor, mode,
                                       np.float32(read_grad() * float(scale)), streaming)
 
-    return PointwiseLaunch(shape, [grad, x, target, out], (beta, scale), flat)
+    return PointwiseLaunch(shape, [grad, x, target, out], (factor, mode, scale), flat)
 
 
 def l1_backward(shape, grad, x, target, out, scale: float) -> PointwiseLaunch:

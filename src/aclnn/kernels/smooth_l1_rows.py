@@ -8,6 +8,21 @@ bfloat16 operands converted in registers, rounded once to the output's dtype. A 
 gradient comes folded into `scale` (o = slope * scale). These are the operations, in the
 same order, of the tiled kernel in `pointwise`, so every layout gives the same bits.
 
+The slope is computed branch-free as a quotient clamped to [-1, 1], in one of three
+ways chosen per call by `slope_factor` (each the formula above, bit for bit):
+
+    MULTIPLY  q = d * (1/beta)        beta a power of two with a finite reciprocal (1 is):
+                                      the same correctly rounded number as d / beta, NaN
+                                      only for a NaN d; slope = clamp(q)
+    SIGN      q = d * 2**127 * 2**127 beta = 0 (L1): +-0 stays, any other d is +-1 after
+                                      the clamp (|q| >= 2**105), NaN stays
+    DIVIDE    q = d / beta            any other beta; q is NaN also for d = +-inf over beta
+                                      = inf, which must give +-1: slope = clamp(d if q is
+                                      NaN else q)
+
+|d| < beta gives |q| <= 1; |d| >= beta > 0 gives |q| >= 1, so +-1. A scale of 1 is not
+multiplied by.
+
 The kernel is bound by memory. A plain store first reads the line it writes; a
 non-temporal one does not, so for outputs too large to stay in the caches the vectors go
 to memory with streaming stores: about 20 % less time for a 3-read-1-write float32 loop
@@ -26,11 +41,10 @@ from .bits import BF16, F16, F32, copy_bytes, element_bytes, store_fence
 from .lanes import (
     LANES,
     VF,
-    VI,
     as_i1,
     broadcast,
-    load_lanes,
-    narrower,
+    row_loader,
+    row_narrower,
     splat,
     split_row,
     store,
@@ -46,68 +60,88 @@ PAD_BYTES = 4 * _PAD  # the `pad` scratch of a row
 
 def _row_block(code: int):
     """The vector loop over `vectors` vectors of elements of `code` at byte offsets of
-    uint8 arrays; `has_grad` false: no gradient is read (it is folded into `scale`);
+    uint8 arrays (see `smooth_l1_row` for `factor`, `mode`, `has_grad` and `scaled`);
     `streaming`: stored non-temporally (see `lanes.store`)."""
     step_bytes = LANES * element_bytes(code)
 
-    def block(typingctx, g, g_at, x, x_at, y, y_at, o, o_at, vectors, beta, scale, has_grad,
-              streaming):
+    def block(typingctx, g, g_at, x, x_at, y, y_at, o, o_at, vectors, factor, scale, has_grad,
+              mode, scaled, streaming):
         def codegen(context, builder, signature, args):
             def address(i, at, v):
                 data = context.make_array(signature.args[i])(context, builder, value=args[i])
                 offset = builder.add(at, builder.mul(v, ir_step))
                 return builder.gep(data.data, [offset])
 
-            _, g_at, _, x_at, _, y_at, _, o_at, vectors, beta, scale, has_grad, streaming = args
+            def load(i, at, v):
+                return loaded(address(i, at, v))
+
+            (_, g_at, _, x_at, _, y_at, _, o_at, vectors, factor, scale, has_grad, mode,
+             scaled, streaming) = args
             ir_step = vectors.type(step_bytes)
-            narrowed = narrower(builder, code)
-            beta_v, scale_v = broadcast(builder, beta, VF), broadcast(builder, scale, VF)
+            loaded, narrowed = row_loader(builder, code), row_narrower(builder, code)
+            factor_v, scale_v = broadcast(builder, factor, VF), broadcast(builder, scale, VF)
             one, minus_one = splat(VF, 1.0), splat(VF, -1.0)
-            zero = splat(VF, 0.0)
             streaming = as_i1(builder, streaming)
 
-            def result(v, with_grad: bool):
-                d = builder.fsub(load_lanes(builder, code, address(2, x_at, v)),
-                                 load_lanes(builder, code, address(4, y_at, v)))
-                size = builder.bitcast(builder.and_(builder.bitcast(d, VI),
-                                                    splat(VI, 0x7FFFFFFF)), VF)
-                sign = builder.select(builder.fcmp_ordered(">", d, zero), one,
-                                      builder.select(builder.fcmp_ordered("<", d, zero),
-                                                     minus_one, d))
-                slope = builder.select(builder.fcmp_ordered("<", size, beta_v),
-                                       builder.fdiv(d, beta_v), sign)
+            def result(v, form):
+                quotient, with_grad, with_scale = form
+                d = builder.fsub(load(2, x_at, v), load(4, y_at, v))
+                if quotient == DIVIDE:
+                    q = builder.fdiv(d, factor_v)
+                    q = builder.select(builder.fcmp_unordered("uno", q, q), d, q)
+                elif quotient == SIGN:
+                    q = builder.fmul(builder.fmul(d, factor_v), factor_v)
+                else:
+                    q = builder.fmul(d, factor_v)
+                low = builder.select(builder.fcmp_ordered("<", q, minus_one), minus_one, q)
+                slope = builder.select(builder.fcmp_ordered(">", low, one), one, low)
                 if with_grad:
-                    slope = builder.fmul(load_lanes(builder, code, address(0, g_at, v)), slope)
-                return narrowed(builder.fmul(slope, scale_v))
+                    slope = builder.fmul(load(0, g_at, v), slope)
+                return narrowed(builder.fmul(slope, scale_v) if with_scale else slope)
 
-            def loop(with_grad: bool) -> None:
+            def loop(form) -> None:
                 if code == F32:
                     with cgutils.for_range(builder, vectors) as index:
                         v = index.index
-                        store(builder, code, result(v, with_grad), address(6, o_at, v),
-                              streaming)
+                        store(builder, code, result(v, form), address(6, o_at, v), streaming)
                     return
                 two = vectors.type(2)  # 16-bit vectors go in pairs, a cache line each
-                zero = builder.trunc(builder.lshr(vectors, vectors.type(63)),  # a count: 0
-                                     ir.IntType(16))
+                zero = None if code == BF16 else builder.trunc(  # a count's sign bit: 0
+                    builder.lshr(vectors, vectors.type(63)), ir.IntType(16))
                 with cgutils.for_range(builder, builder.udiv(vectors, two)) as index:
                     v = builder.mul(index.index, two)
                     second = builder.add(v, vectors.type(1))
-                    store_pair(builder, result(v, with_grad), result(second, with_grad),
+                    store_pair(builder, result(v, form), result(second, form),
                                address(6, o_at, v), streaming, zero)
                 with builder.if_then(builder.trunc(vectors, ir.IntType(1))):  # odd count
                     last = builder.sub(vectors, vectors.type(1))
-                    store(builder, code, result(last, with_grad), address(6, o_at, last))
+                    store(builder, code, result(last, form), address(6, o_at, last))
 
-            with builder.if_else(as_i1(builder, has_grad)) as (with_grad, folded):
-                with with_grad:
-                    loop(True)
-                with folded:
-                    loop(False)
+            def branches(choices, form=()) -> None:
+                """One loop per combination of the run-time choices, picked outside it:
+                each choice (value, its options) becomes one entry of `form`."""
+                if not choices:
+                    loop(form)
+                    return
+                (value, options), rest = choices[0], choices[1:]
+                if len(options) == 1:
+                    branches(rest, (*form, options[0]))
+                    return
+                picked = builder.icmp_unsigned("==", value, value.type(int(options[0])))
+                with builder.if_else(picked) as (first, others):
+                    with first:
+                        branches(rest, (*form, options[0]))
+                    with others:
+                        branches(((value, options[1:]), *rest), form)
+
+            flags = (False, True)
+            branches(((mode, (MULTIPLY, SIGN, DIVIDE)),
+                      (as_i1(builder, has_grad), flags), (as_i1(builder, scaled), flags)))
             return context.get_dummy_value()
 
         sig = types.none(g, types.intp, x, types.intp, y, types.intp, o, types.intp,
-                         types.intp, types.float32, types.float32, types.boolean, types.boolean)
+                         types.intp, types.float32, types.float32, types.boolean, types.intp,
+                         types.boolean, types.boolean)
         return sig, codegen
     block.__doc__ = _row_block.__doc__
     return intrinsic(block)
@@ -116,46 +150,66 @@ def _row_block(code: int):
 _f32_block, _f16_block, _bf16_block = (_row_block(code) for code in (F32, F16, BF16))
 
 
+MULTIPLY, SIGN, DIVIDE = 0, 1, 2  # how the slope's quotient is computed (see above)
+_SIGN_FACTOR = np.float32(2.0 ** 127)
+
+
+def slope_factor(beta: float) -> tuple[np.float32, int]:
+    """(factor, mode): how the kernels compute the slope's quotient for `beta` (a float32
+    >= 0): MULTIPLY by 1/beta, SIGN (factor 2**127, applied twice) or DIVIDE by beta."""
+    beta = np.float32(beta)
+    if beta == 0:
+        return _SIGN_FACTOR, SIGN
+    with np.errstate(over="ignore", divide="ignore"):
+        reciprocal = np.float32(1) / beta
+    if np.frexp(beta)[0] == 0.5 and np.isfinite(reciprocal):
+        return reciprocal, MULTIPLY
+    return beta, DIVIDE
+
+
 @njit(inline="always", error_model="numpy", fastmath={"contract"})
-def _vectors(code, g, g_at, x, x_at, y, y_at, o, o_at, vectors, beta, scale, has_grad,
-             streaming):
+def _vectors(code, g, g_at, x, x_at, y, y_at, o, o_at, vectors, factor, mode, scale,
+             has_grad, streaming):
     """`vectors` vectors of a row, by the block of `code`."""
+    scaled = scale != np.float32(1)
     if code == F32:
-        _f32_block(g, g_at, x, x_at, y, y_at, o, o_at, vectors, beta, scale, has_grad,
-                   streaming)
+        _f32_block(g, g_at, x, x_at, y, y_at, o, o_at, vectors, factor, scale, has_grad,
+                   mode, scaled, streaming)
     elif code == F16:
-        _f16_block(g, g_at, x, x_at, y, y_at, o, o_at, vectors, beta, scale, has_grad,
-                   streaming)
+        _f16_block(g, g_at, x, x_at, y, y_at, o, o_at, vectors, factor, scale, has_grad,
+                   mode, scaled, streaming)
     else:
-        _bf16_block(g, g_at, x, x_at, y, y_at, o, o_at, vectors, beta, scale, has_grad,
-                    streaming)
+        _bf16_block(g, g_at, x, x_at, y, y_at, o, o_at, vectors, factor, scale, has_grad,
+                    mode, scaled, streaming)
 
 
 @njit(inline="always", error_model="numpy", fastmath={"contract"})
-def smooth_l1_row(code, g, g_at, x, x_at, y, y_at, o, o_at, n, beta, scale, has_grad,
-                  streaming, pad):
+def smooth_l1_row(code, g, g_at, x, x_at, y, y_at, o, o_at, n, factor, mode, scale,
+                  has_grad, streaming, pad):
     """o = g * slope(x - y) * scale (g unread without `has_grad`) for a row of n elements of
-    one dtype (`code`) at byte offsets of the uint8 arrays g, x, y, o. `streaming`: whole
-    vectors are stored non-temporally (o_at aligned to 64 bytes; a `store_fence` before the
-    results are used). The last partial vector goes through `pad` (PAD_BYTES of uint8), so
-    every element is computed by the same code."""
+    one dtype (`code`) at byte offsets of the uint8 arrays g, x, y, o; the slope's quotient
+    computed as `slope_factor` says (factor, mode). `streaming`: whole vectors are stored
+    non-temporally (o_at aligned to 64 bytes; a `store_fence` before the results are used).
+    The last partial vector goes through `pad` (PAD_BYTES of uint8), so every element is
+    computed by the same code."""
     vectors, done, rest = split_row(code, n)
-    _vectors(code, g, g_at, x, x_at, y, y_at, o, o_at, vectors, beta, scale, has_grad,
-             streaming)
+    _vectors(code, g, g_at, x, x_at, y, y_at, o, o_at, vectors, factor, mode, scale,
+             has_grad, streaming)
     if rest:
         pad[:] = 0
         copy_bytes(pad, 0, x, x_at + done, rest)
         copy_bytes(pad, _PAD, y, y_at + done, rest)
         copy_bytes(pad, 2 * _PAD, g, g_at + done, rest)
-        _vectors(code, pad, 2 * _PAD, pad, 0, pad, _PAD, pad, 3 * _PAD, 1, beta, scale,
-                 has_grad, False)
+        _vectors(code, pad, 2 * _PAD, pad, 0, pad, _PAD, pad, 3 * _PAD, 1, factor, mode,
+                 scale, has_grad, False)
         copy_bytes(o, o_at + done, pad, 3 * _PAD, rest)
 
 
 @njit(parallel=True, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
-def smooth_l1_flat(g, x, y, o, beta, scale, streaming):
-    """Contiguous typed views of one dtype (see `typed`): o = g * slope(x - y) * scale; g
-    None means a scalar gradient already folded into `scale`. The rows are blocks of BLOCK
+def smooth_l1_flat(g, x, y, o, factor, mode, scale, streaming):
+    """Contiguous typed views of one dtype (see `typed`): o = g * slope(x - y) * scale, the
+    slope's quotient as (factor, mode) say (see `slope_factor`); g None means a scalar gradient
+    already folded into `scale`. The rows are blocks of BLOCK
     elements, handed out in up to RUNS runs. `streaming` (o aligned to 64 bytes): stored
     non-temporally, each run fenced."""
     code = element_code(o)
@@ -169,7 +223,7 @@ def smooth_l1_flat(g, x, y, o, beta, scale, streaming):
         pad = np.empty(PAD_BYTES, np.uint8)
         for b in range(run * blocks // runs, (run + 1) * blocks // runs):
             at = b * BLOCK * o.itemsize
-            smooth_l1_row(code, gb, at, xb, at, yb, at, ob, at, min(BLOCK, n - b * BLOCK), beta,
-                          scale, has_grad, streaming, pad)
+            smooth_l1_row(code, gb, at, xb, at, yb, at, ob, at, min(BLOCK, n - b * BLOCK),
+                          factor, mode, scale, has_grad, streaming, pad)
         if streaming:
             store_fence()
