@@ -15,6 +15,9 @@ from pathlib import Path
 import numba
 import numpy as np
 import torch
+from rich import box
+from rich.console import Console
+from rich.table import Table
 
 from . import isa
 from .cases import CASES, PROBES, TRIAD, Case, note_bandwidth_ceilings
@@ -104,20 +107,30 @@ def _ms(seconds) -> str:
 
 COLUMNS = ("case", "isa", "ours (ms)", "torch (ms)", "torch/ours", "our GB/s", "x triad",
            "target")
+_VERDICT_STYLE = {"PASS": "green", "FAIL": "bold red"}
 
 
-def table(rows: list[Row], level: str) -> str:
-    """The result table as aligned text; `level`: the instruction-set level it ran on."""
-    body = [(r.case, level, _ms(r.ours_s), _ms(r.torch_s), _fmt(r.ratio, ".2f"),
-             _fmt(r.gbps, ".1f"), _fmt(r.triad_fraction, ".2f"), r.verdict or "")
-            for r in rows]
-    widths = [max(len(line[i]) for line in [COLUMNS, *body]) for i in range(len(COLUMNS))]
+def table(rows: list[Row], level: str) -> Table:
+    """The result table (rich); `level`: the instruction-set level it ran on."""
+    result = Table(box=box.SIMPLE_HEAD, pad_edge=False, header_style="bold")
+    for i, name in enumerate(COLUMNS):
+        result.add_column(name, justify="left" if i == 0 else "right", no_wrap=i == 0)
+    for r in rows:
+        verdict = r.verdict or ""
+        result.add_row(r.case, level, _ms(r.ours_s), _ms(r.torch_s), _fmt(r.ratio, ".2f"),
+                       _fmt(r.gbps, ".1f"), _fmt(r.triad_fraction, ".2f"),
+                       f"[{_VERDICT_STYLE[verdict]}]{verdict}[/]" if verdict in _VERDICT_STYLE
+                       else verdict)
+    return result
 
-    def line(cells):
-        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w)
-                         for i, (c, w) in enumerate(zip(cells, widths)))
-    rule = "-" * len(line(COLUMNS))
-    return "\n".join([line(COLUMNS), rule, *map(line, body), rule])
+
+def _console() -> Console:
+    """stdout through rich: colours on a terminal; in a pipe or a log no colours and a
+    width that fits the table."""
+    console = Console(highlight=False)
+    if not console.is_terminal:
+        console.width = 160
+    return console
 
 
 def verdict_lines(rows: list[Row], cases: list[Case]) -> list[str]:
@@ -164,7 +177,7 @@ def main(argv=None) -> int:
           f"torch {torch.__version__} ({torch.get_num_threads()} threads), numba "
           f"{numba.__version__} ({numba.get_num_threads()} threads), n = {cfg.n:,} elements; "
           f"instruction-set level {level}")
-    print(table(rows, level))
+    _console().print(table(rows, level))
     print("\n".join(verdict_lines(rows, cases)))
     print(f"({elapsed:.0f} s; other processes used {_fmt(busy, '.0%')} of the CPUs meanwhile)")
     if (busy or 0) > 0.1:

@@ -123,3 +123,24 @@ def test_benchmark_spreads_draw_what_they_say():
     special = host_data((100_000,), np.float32, 1, "special")
     assert (~np.isfinite(special)).sum() == 1_000
     assert np.isnan(special).any() and np.isposinf(special).any() and np.isneginf(special).any()
+
+
+def test_result_table_renders_every_row_and_column():
+    """The table (rich) in a log: one line per case with its figures and verdict, no escape
+    codes."""
+    import io
+
+    from benchmarks.runner import COLUMNS, table
+    from rich.console import Console
+    rows = [Row("gelu f32 none", ours_s=0.0098, torch_s=0.0121, bytes_moved=201_326_592),
+            Row("tiny", ours_s=0.0000136, torch_s=None)]
+    rows[0].verdict, rows[1].verdict = "FAIL", "PASS"
+    out = io.StringIO()
+    Console(file=out, width=160, color_system=None).print(table(rows, "avx2"))
+    text = out.getvalue()
+    assert "\x1b[" not in text
+    assert all(name in text for name in COLUMNS)
+    gelu = next(line for line in text.splitlines() if "gelu f32 none" in line).split()
+    assert gelu[3:] == ["avx2", "9.80", "12.10", "1.23", "20.5", "-", "FAIL"]
+    tiny = next(line for line in text.splitlines() if "tiny" in line).split()
+    assert tiny[1:] == ["avx2", "0.0136", "-", "-", "-", "-", "PASS"]
