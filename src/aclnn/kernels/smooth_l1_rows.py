@@ -60,8 +60,9 @@ PAD_BYTES = 4 * _PAD  # the `pad` scratch of a row
 
 def _row_block(code: int):
     """The vector loop over `vectors` vectors of elements of `code` at byte offsets of
-    uint8 arrays (see `smooth_l1_row` for `factor`, `mode`, `has_grad` and `scaled`);
-    `streaming`: stored non-temporally (see `lanes.store`)."""
+    uint8 arrays (see `smooth_l1_row` for `factor`, `mode` and `has_grad`); `scaled`: the
+    scale is not 1 (else it is not multiplied by); `streaming`: stored non-temporally (see
+    `lanes.store`)."""
     step_bytes = LANES * element_bytes(code)
 
     def block(typingctx, g, g_at, x, x_at, y, y_at, o, o_at, vectors, factor, scale, has_grad,
@@ -208,9 +209,9 @@ def smooth_l1_row(code, g, g_at, x, x_at, y, y_at, o, o_at, n, factor, mode, sca
 @njit(parallel=True, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
 def smooth_l1_flat(g, x, y, o, factor, mode, scale, streaming):
     """Contiguous typed views of one dtype (see `typed`): o = g * slope(x - y) * scale, the
-    slope's quotient as (factor, mode) say (see `slope_factor`); g None means a scalar gradient
-    already folded into `scale`. The rows are blocks of BLOCK
-    elements, handed out in up to RUNS runs. `streaming` (o aligned to 64 bytes): stored
+    slope's quotient as (factor, mode) say (see `slope_factor`); g None means a scalar
+    gradient already folded into `scale`. The rows are blocks of BLOCK elements, handed out
+    in up to RUNS runs. `streaming` (o aligned to 64 bytes): stored
     non-temporally, each run fenced."""
     code = element_code(o)
     n = o.size
