@@ -346,6 +346,62 @@ def test_gelu_bits(lib950, dtype, approximate):
     assert_bits_equal(got, want, {"g": g, "x": x}, f"gelu {approximate}")
 
 
+def _exp_near_midpoints(rng: np.random.Generator, count: int) -> np.ndarray:
+    """float32 x whose tanh-form exponent y has e**y within 5e-14 (relative) of a float32
+    rounding midpoint: the float32 vector kernel cannot be sure of those lanes (it keeps a
+    lane when e**y +- 1e-13 round alike) and must redo them with libm's exp."""
+    x = rng.uniform(-12, 12, count).astype(F32)
+    with np.errstate(all="ignore"):
+        beta, an = np.float32(-1.595769121605730711759), np.float32(-0.0713548162726002527220)
+        y = (beta + x * x * an) * x
+        a = np.exp(y.astype(np.float64))
+        r = a.astype(F32)
+        below = np.nextafter(r, np.float32(0)).astype(np.float64)
+        above = np.nextafter(r, np.float32(np.inf)).astype(np.float64)
+        r = r.astype(np.float64)
+        gap = np.minimum(np.abs(a - (r + below) / 2), np.abs(a - (r + above) / 2))
+    return x[(gap < 5e-14 * a) & (a > 1e-30)]
+
+
+@pytest.mark.parametrize("n", [1, 15, 17, 4095, 4097, 3 * 4096 + 5, 50_000])
+def test_gelu_tanh_float32_vectors(lib950, n):
+    """The float32 tanh form by 16-lane vectors (a float64 vector exp, lanes it cannot be
+    sure of redone with libm's): the DAG's bits at every length around a vector and a block,
+    over N(0,1), U(+-12), U(+-100), specials, and lanes whose exp lies next to a float32
+    rounding midpoint."""
+    rng = np.random.default_rng(seed_of("gelu tanh vectors", n))
+    near = _exp_near_midpoints(rng, 8_000_000)
+    assert near.size >= 3
+    pool = np.concatenate([rng.standard_normal(n).astype(F32),
+                           rng.uniform(-12, 12, n).astype(F32),
+                           rng.uniform(-100, 100, n).astype(F32), specials(F32)])
+    x = rng.choice(pool, n).astype(F32)
+    x[rng.integers(0, n, min(n, near.size))] = near[:min(n, near.size)]
+    g = grad_for(rng, n, F32)
+    got = aclnn.gelu_backward(g, x, "tanh")
+    assert_bits_equal(got, D.gelu_950(g, x, "tanh"), {"g": g, "x": x}, f"gelu tanh n={n}")
+
+
+def test_gelu_tanh_vectors_flag_lanes_next_to_a_midpoint():
+    """The vector block counts as unsure every lane whose exp lies within 5e-14 of a
+    float32 rounding midpoint (those the scalar path then redoes), and no lane of ordinary
+    inputs."""
+    from numba import njit
+
+    from aclnn.kernels import dag950
+
+    @njit
+    def unsure(g, x):
+        return dag950._tanh_vectors(g, x, np.empty_like(x), 0, x.size // 16)
+
+    rng = np.random.default_rng(7)
+    near = _exp_near_midpoints(rng, 8_000_000)
+    x = np.resize(near, 16 * near.size).astype(F32)
+    assert unsure(np.ones_like(x), x) == x.size
+    ordinary = np.linspace(-3, 3, 4096).astype(F32)
+    assert unsure(np.ones_like(ordinary), ordinary) <= 1
+
+
 @pytest.mark.parametrize("approximate", ["none", "tanh"])
 @pytest.mark.parametrize("shapes", [((64, 1), (1, 48)), ((), (300,)), ((300,), ()),
                                     ((1,), (5, 60))], ids=str)
