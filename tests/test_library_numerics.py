@@ -382,6 +382,17 @@ def test_gelu_tanh_float32_vectors(lib950, n):
     assert_bits_equal(got, D.gelu_950(g, x, "tanh"), {"g": g, "x": x}, f"gelu tanh n={n}")
 
 
+def test_gelu_tanh_vector_kernel_takes_float32_only():
+    """16-bit operands go through the factor table; the vector kernel refuses to compile
+    for them rather than read their bytes as float32."""
+    from numba.core.errors import TypingError
+
+    from aclnn.kernels import dag950
+    halves = np.zeros(32, np.uint16)
+    with pytest.raises(TypingError):
+        dag950.gelu_tanh(halves, halves, halves.copy())
+
+
 def test_gelu_tanh_vectors_flag_lanes_next_to_a_midpoint():
     """The vector block counts as unsure every lane whose exp lies within 5e-14 of a
     float32 rounding midpoint (those the scalar path then redoes), and no lane of ordinary

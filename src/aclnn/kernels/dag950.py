@@ -27,10 +27,9 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from . import lookup
-from .bits import F32
 from .lanes import LANES, VF, function, splat
 from .launch import launch
-from .typed import element_code, narrow, widen
+from .typed import narrow, widen
 
 f32 = np.float32
 _ZERO, _ONE, _NEG_ONE, _HALF, _NEG_HALF = f32(0.0), f32(1.0), f32(-1.0), f32(0.5), f32(-0.5)
@@ -150,8 +149,12 @@ _VECTOR_BLOCK = 4096  # elements per parallel item of the vector kernel
 
 @intrinsic
 def _tanh_vectors(typingctx, grad, x, out, start, vectors):
-    """out[start:][:16 * vectors] = _tanh_factor(x) * g with the vector exp above; returns
-    how many lanes were unsure (their results are then to be redone)."""
+    """out[start:][:16 * vectors] = _tanh_factor(x) * g with the vector exp above, for
+    float32 arrays; returns how many lanes were unsure (their results are then to be
+    redone)."""
+    if any(a.dtype != types.float32 for a in (grad, x, out)):
+        return None  # float32 only: a typing error for any other array
+
     def codegen(context, builder, signature, args):
         def at(k, v):
             data = context.make_array(signature.args[k])(context, builder, value=args[k]).data
@@ -204,14 +207,10 @@ def _tanh_vectors(typingctx, grad, x, out, start, vectors):
 
 @njit(**_OPTIONS)
 def gelu_tanh(grad, x, out):
-    """GeluGradV2 tanh form: _tanh_factor(x) * g; float32 operands by 16-lane vectors with
-    the vector exp (each block's vectors redone by the scalar path where a lane was unsure),
-    others element by element."""
+    """GeluGradV2 tanh form on float32 operands (16-bit ones take `factor_table`):
+    _tanh_factor(x) * g by 16-lane vectors with the vector exp, each block's vectors redone
+    by the scalar path where a lane was unsure."""
     n = out.size
-    if element_code(out) != F32:
-        for i in prange(n):
-            out[i] = narrow(_tanh_factor(widen(x[i])) * widen(grad[i]), out)
-        return
     blocks = (n + _VECTOR_BLOCK - 1) // _VECTOR_BLOCK
     for b in prange(blocks):
         start = b * _VECTOR_BLOCK
