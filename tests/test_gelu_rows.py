@@ -229,11 +229,10 @@ def _scalar_derivatives(x, use_tanh):
             else:
                 out[i] = tail if negative else big + tail
         else:
-            ac = gelu_rows.ERF_CLAMP if a > gelu_rows.ERF_CLAMP else a
-            square = ac * ac
             e = f(0.0)
             if abs(x[i] + gelu_rows._ERF_KEPT[0]) < gelu_rows._ERF_KEPT[1]:
-                e = _scalar_scaled_exp(square, _fma(ac, ac, -square))
+                square = a * a
+                e = _scalar_scaled_exp(square, _fma(a, a, -square))
             t = f(1.0) / _fma(a, gelu_rows._T_SCALE, f(1.0))
             linear = (gelu_rows._ROOT_HI - a) + gelu_rows._ROOT_LO
             q = e * (linear * _horner(t, gelu_rows._GELU_V_SCALED))

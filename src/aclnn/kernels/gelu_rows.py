@@ -6,8 +6,9 @@ vector IR, 32 lanes at a time, which LLVM splits into AVX2, AVX-512 or NEON regi
 cost is some forty vector operations per 16 elements for the erf form, fifty for the tanh
 form.
 
-Both forms reduce to an exponential e**(-z/2) of z = a**2 (erf) or 4|u| (tanh), z <= 260
-(the inputs are clamped where the result is already exactly 0 or 1):
+Both forms reduce to an exponential e**(-z/2) of z = a**2 (erf) or 4|u| (tanh), taken as
+exact for z <= 260 (the tanh form clamps its input where the result is already exactly 0
+or 1; the erf form discards e where it is, past ERF_TAIL):
 
     e**(-z/2) = 2**k * e**r,  k = round(-z / (2 ln2)) (by adding 1.5 * 2**23),
     r = -(z + 2k ln2)/2,  e**r = 1 + r P(r)  (degree 6, minimax in relative error: 2.0e-9),
@@ -81,7 +82,6 @@ _ROOT = 0.7517915246935644574579049
 _ROOT_HI = f(_ROOT)
 _ROOT_LO = f(_ROOT - float(_ROOT_HI))
 _T_SCALE = f(1 / (2 * math.sqrt(2)))
-ERF_CLAMP = f(16.0)  # keeps y = -a**2/2 >= -128
 # |x| from which GELU' rounds to 0 (x < 0: |GELU'| < 2**-150) or 1 (x > 0: |GELU' - 1| <
 # 2**-25): (negative x, positive x), for the erf and the tanh form
 ERF_TAIL = (f(14.6), f(6.1))
@@ -203,9 +203,8 @@ class _Vectors:
         """GELU'(x), erf form (see the module's docstring). +-inf: NaN from (a_r - a) * 0."""
         b = self.b
         a = self.abs(x)
-        ac = self.at_most(a, ERF_CLAMP)
-        z = b.fmul(ac, ac)
-        e = self.scaled_exp(z, self.fma(ac, ac, b.fneg(z)))
+        z = b.fmul(a, a)
+        e = self.scaled_exp(z, self.fma(a, a, b.fneg(z)))  # garbage where not kept
         kept = b.fcmp_ordered("<", self.abs(b.fadd(x, self.const(_ERF_KEPT[0]))),
                               self.const(_ERF_KEPT[1]))
         e = b.select(kept, e, self.const(0.0))
