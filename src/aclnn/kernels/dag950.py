@@ -220,31 +220,30 @@ class _Float64Lanes:
         return self.rounded(value, b.fcmp_unordered("uno", u32, u32), u32)
 
 
+def _f(value) -> ir.Constant:
+    """`value` as float32 in every lane of a float32 vector."""
+    return splat(VF, float(np.float32(value)))
+
+
 def _erf_vector_factor(builder, x):
     """The erf form's factor of g (`_erf_factor`), the float32 steps in the DAG's order."""
-    def f(value):
-        return splat(VF, float(np.float32(value)))
-
     lanes = _Float64Lanes(builder)
-    erf, erf_sure = lanes.erf(builder.fmul(x, f(_INV_SQRT2)))
-    cdf = builder.fadd(builder.fmul(erf, f(_HALF)), f(_HALF))
-    e, exp_sure = lanes.exp(builder.fmul(builder.fmul(x, x), f(_NEG_HALF)))
-    pdf = builder.fmul(e, f(_INV_SQRT_2PI))
+    erf, erf_sure = lanes.erf(builder.fmul(x, _f(_INV_SQRT2)))
+    cdf = builder.fadd(builder.fmul(erf, _f(_HALF)), _f(_HALF))
+    e, exp_sure = lanes.exp(builder.fmul(builder.fmul(x, x), _f(_NEG_HALF)))
+    pdf = builder.fmul(e, _f(_INV_SQRT_2PI))
     return builder.fadd(cdf, builder.fmul(pdf, x)), builder.and_(erf_sure, exp_sure)
 
 
 def _tanh_vector_factor(builder, x):
     """The tanh form's factor of g (`_tanh_factor`), the float32 steps in the DAG's order."""
-    def f(value):
-        return splat(VF, float(np.float32(value)))
-
     square = builder.fmul(x, x)
-    y = builder.fmul(builder.fadd(f(_BETA_NEG), builder.fmul(square, f(_AN))), x)
+    y = builder.fmul(builder.fadd(_f(_BETA_NEG), builder.fmul(square, _f(_AN))), x)
     e, sure = _Float64Lanes(builder).exp(y)
-    r = builder.fmul(builder.fadd(f(_BETA), builder.fmul(square, f(_A3))), x)
-    q = builder.fdiv(f(1.0), builder.fadd(e, f(1.0)))
+    r = builder.fmul(builder.fadd(_f(_BETA), builder.fmul(square, _f(_A3))), x)
+    q = builder.fdiv(_f(1.0), builder.fadd(e, _f(1.0)))
     p = builder.fmul(builder.fmul(builder.fmul(e, q), r), q)
-    p = builder.select(builder.fcmp_ordered("==", p, p), p, f(0.0))
+    p = builder.select(builder.fcmp_ordered("==", p, p), p, _f(0.0))
     return builder.fadd(p, q), sure
 
 
