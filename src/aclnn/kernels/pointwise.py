@@ -372,10 +372,10 @@ def _tile_shape(shape, strides) -> tuple[int, int]:
     one: it is bound per core, not by the memory bus. No faster on AVX2, each as its ratio
     to the contiguous call timed alternately in one process: software prefetch of the
     staged operand's lines (1-8 blocks ahead into any cache level, or the next tile's
-    during this tile's rows), huge pages, and tiles of 16-1024 rows by 256-2048 columns
-    in either order (a staging area that stays in L2 gives the other operands short rows,
-    which cost what the stores save in float32, 0.49-0.74 against 0.56-0.69, and more in
-    float16, 0.31-0.53 against 0.53-0.64)."""
+    during this tile's rows), huge pages, and tiles of 16-64 rows by 4096 columns or
+    64-128 rows by 512-1024 columns (a staging area that stays in L2 gives the other
+    operands short rows, which cost more than the stores save: float32 0.43-0.63 against
+    0.56-0.67, float16 0.27-0.49 against 0.50-0.56)."""
     if not any(abs(s[-1]) > CACHE_LINE_BYTES for s in strides):
         return 1, CHUNK
     cols = min(shape[-1], STAGED_COLS)
