@@ -375,7 +375,7 @@ def _tile_shape(shape, strides) -> tuple[int, int]:
     during this tile's rows), huge pages, and tiles of 16-64 rows by 4096 columns or
     64-128 rows by 512-1024 columns (a staging area that stays in L2 gives the other
     operands short rows, which cost more than the stores save: float32 0.43-0.63 against
-    0.56-0.67, float16 0.27-0.49 against 0.50-0.56)."""
+    0.56-0.67, float16 0.27-0.50 against 0.50-0.56)."""
     if not any(abs(s[-1]) > CACHE_LINE_BYTES for s in strides):
         return 1, CHUNK
     cols = min(shape[-1], STAGED_COLS)
