@@ -178,15 +178,16 @@ def mark_nontemporal(builder, store_instruction) -> None:
 
 @intrinsic
 def stream_f32x16(typingctx, dst, dst_byte_index, src, src_index, vectors):
-    """Copy 16 * `vectors` floats from the float32 array `src` (from `src_index`) to the
-    uint8 array `dst` at `dst_byte_index`, which must be 64-byte aligned, with
-    non-temporal stores (whole cache lines written without reading them first). They are
-    weakly ordered: call `store_fence` before the data is handed on."""
+    """Copy 16 * `vectors` floats from the array `src` (float32, from element `src_index`,
+    or uint8, from byte `src_index`) to the uint8 array `dst` at `dst_byte_index`, which
+    must be 64-byte aligned, with non-temporal stores (whole cache lines written without
+    reading them first). They are weakly ordered: call `store_fence` before the data is
+    handed on."""
     def codegen(context, builder, signature, args):
         d = context.make_array(signature.args[0])(context, builder, value=args[0]).data
         s = context.make_array(signature.args[2])(context, builder, value=args[2]).data
         dst_base = builder.gep(d, [args[1]])
-        src_base = builder.gep(s, [args[3]])
+        src_base = builder.bitcast(builder.gep(s, [args[3]]), _F32T.as_pointer())
         with cgutils.for_range(builder, args[4]) as loop:
             offset = builder.mul(loop.index, ir.Constant(loop.index.type, 16))
             value = builder.load(builder.bitcast(builder.gep(src_base, [offset]),

@@ -55,8 +55,8 @@ from numba import njit, prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from .bits import F32, copy_bytes, store_fence
-from .lanes import LANES, as_i1, function, splat, split_row, store
+from .bits import CACHE_LINE_BYTES, F32, copy_bytes, store_fence, stream_f32x16
+from .lanes import LANES, function, splat, split_row, store
 
 BLOCK = 4096  # elements per row of the contiguous kernel
 RUNS = 64  # its parallel work items
@@ -236,17 +236,16 @@ class _Vectors:
 def _row_block(use_tanh: bool):
     """The vector loop of a float32 row at byte offsets of uint8 arrays: o = g * GELU'(x),
     for `vectors` vectors of LANES lanes, two at a time (one more where their count is
-    odd); where `streaming`, stored non-temporally (see `lanes.store`). Two vectors per
-    step give each operation of the long serial chains four independent AVX2 registers
-    (two AVX-512 ones) instead of two: in cache 5-9 % faster on AVX2 for the erf form."""
-    def block(typingctx, x, x_at, g, g_at, o, o_at, vectors, streaming):
+    odd), with plain stores (see `gelu_row` for streaming). Two vectors per step give each
+    operation of the long serial chains four independent AVX2 registers (two AVX-512 ones)
+    instead of two: in cache 5-9 % faster on AVX2 for the erf form."""
+    def block(typingctx, x, x_at, g, g_at, o, o_at, vectors):
         def codegen(context, builder, signature, args):
             def data(i):
                 return context.make_array(signature.args[i])(context, builder,
                                                              value=args[i]).data
 
-            _, x_at, _, g_at, _, o_at, vectors, streaming = args
-            streaming = as_i1(builder, streaming)
+            _, x_at, _, g_at, _, o_at, vectors = args
 
             def step(first, lanes):
                 """o = g * GELU'(x) for the `lanes` elements from element `first`."""
@@ -260,7 +259,7 @@ def _row_block(use_tanh: bool):
 
                 product = builder.fmul(builder.load(at(2, g_at), align=1),
                                        derivative(builder.load(at(0, x_at), align=1)))
-                store(builder, F32, product, at(4, o_at), streaming)
+                store(builder, F32, product, at(4, o_at))
 
             one = ir.Constant(vectors.type, 1)
             with cgutils.for_range(builder, builder.lshr(vectors, one)) as loop:
@@ -270,8 +269,7 @@ def _row_block(use_tanh: bool):
                 step(builder.mul(last, ir.Constant(vectors.type, LANES)), LANES)
             return context.get_dummy_value()
 
-        return types.none(x, types.intp, g, types.intp, o, types.intp, types.intp,
-                          types.boolean), codegen
+        return types.none(x, types.intp, g, types.intp, o, types.intp, types.intp), codegen
     block.__doc__ = _row_block.__doc__
     return intrinsic(block)
 
@@ -280,15 +278,17 @@ _erf_block, _tanh_block = _row_block(False), _row_block(True)
 
 
 @njit(inline="always", error_model="numpy")
-def _vectors(x, x_at, g, g_at, o, o_at, vectors, use_tanh, streaming):
+def _vectors(x, x_at, g, g_at, o, o_at, vectors, use_tanh):
     if use_tanh:
-        _tanh_block(x, x_at, g, g_at, o, o_at, vectors, streaming)
+        _tanh_block(x, x_at, g, g_at, o, o_at, vectors)
     else:
-        _erf_block(x, x_at, g, g_at, o, o_at, vectors, streaming)
+        _erf_block(x, x_at, g, g_at, o, o_at, vectors)
 
 
 _PAD_BYTES = 4 * LANES  # one vector of float32; the pad holds x, g, o at 0, 64, 128
-PAD_BYTES = 3 * _PAD_BYTES  # the `pad` scratch of a row
+SPAN_VECTORS = 64  # vectors computed into the pad's span before they are streamed out
+_SPAN_AT = 3 * _PAD_BYTES  # where the span starts in the pad (moved to a cache line)
+PAD_BYTES = _SPAN_AT + 4 * LANES * (SPAN_VECTORS + 1)  # the `pad` scratch of a row
 
 
 @njit(inline="always", error_model="numpy")
@@ -297,14 +297,26 @@ def gelu_row(x, x_at, g, g_at, o, o_at, n, use_tanh, pad, streaming=False):
     the uint8 arrays x, g, o. `pad`, PAD_BYTES of uint8 scratch: the last partial vector
     goes through it, so that every element is computed by the same code. `streaming`:
     whole vectors are stored non-temporally (o_at aligned to a vector; a `store_fence`
-    before the results are used)."""
+    before the results are used), computed SPAN_VECTORS at a time into the pad and copied
+    out from there. Streaming stores mixed into the vector loop itself ran 4.5x slower
+    wherever the stack held the loop's spilled registers at some offsets within its
+    page (one process in eight, and one call depth in ten, on AVX2): a store there queued
+    behind the streaming ones held up the loop's loads."""
     vectors, done, rest = split_row(F32, n)
-    _vectors(x, x_at, g, g_at, o, o_at, vectors, use_tanh, streaming)
+    if streaming:
+        span = _SPAN_AT + (-(pad.ctypes.data + _SPAN_AT)) % CACHE_LINE_BYTES
+        for first in range(0, vectors, SPAN_VECTORS):
+            count = min(SPAN_VECTORS, vectors - first)
+            at = 4 * LANES * first
+            _vectors(x, x_at + at, g, g_at + at, pad, span, count, use_tanh)
+            stream_f32x16(o, o_at + at, pad, span, count)
+    else:
+        _vectors(x, x_at, g, g_at, o, o_at, vectors, use_tanh)
     if rest:
         pad[:] = 0
         copy_bytes(pad, 0, x, x_at + done, rest)
         copy_bytes(pad, _PAD_BYTES, g, g_at + done, rest)
-        _vectors(pad, 0, pad, _PAD_BYTES, pad, 2 * _PAD_BYTES, 1, use_tanh, False)
+        _vectors(pad, 0, pad, _PAD_BYTES, pad, 2 * _PAD_BYTES, 1, use_tanh)
         copy_bytes(o, o_at + done, pad, 2 * _PAD_BYTES, rest)
 
 
