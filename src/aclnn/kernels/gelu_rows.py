@@ -3,21 +3,26 @@
 Every lane of every vector goes through the same operations, whatever its value: no
 segment tables, no fallback for wide inputs, no ISA-specific instructions (generic LLVM
 vector IR, 32 lanes at a time, which LLVM splits into AVX2, AVX-512 or NEON registers). The
-cost is some forty vector operations per 16 elements for the erf form, fifty for the tanh
-form.
+cost is some thirty-five vector operations per 16 elements for the erf form, fifty for the
+tanh form. The erf form is bound by the FMA units (its multiplies and FMAs, 19 per 8 lanes):
+each one fewer made it about 4 % faster, so its polynomials are no longer than SPEC §10's
+bar needs, and x**2 and 2 ln2 are rounded once, not carried in two parts (15 % faster on
+AVX2 than degrees 6 and 8 with both carried, which kept it within 4.1 ULP into the tail).
 
 Both forms reduce to an exponential e**(-z/2) of z = a**2 (erf) or 4|u| (tanh), taken as
 exact for z <= 260 (the tanh form clamps its input where the result is already exactly 0
 or 1; the erf form discards e where it is, past ERF_TAIL):
 
     e**(-z/2) = 2**k * e**r,  k = round(-z / (2 ln2)) (by adding 1.5 * 2**23),
-    r = -(z + 2k ln2)/2,  e**r = 1 + r P(r)  (degree 6, minimax in relative error: 2.0e-9),
+    r = -(z + 2k ln2)/2,  e**r = 1 + r P(r)  (degree 5, minimax in relative error: 9.2e-8),
 
 all in terms of s = -2r (the halving folded into the constants: the same roundings as
 reducing y = -z/2, one multiply fewer), with 2**(k + 64) put into the exponent bits of
-e**r: a normal float32 for every z. The factor 2**-64 is taken off in the final term
-only, after the lanes whose result rounds to 0 or 1 anyway (|x| past ERF_TAIL /
-TANH_TAIL) were set to 0: only a lane whose GELU' is itself subnormal makes a subnormal
+e**r: a normal float32 for every z. 2 ln2 is one float32, so e's relative error grows by
+k * 1.9e-9 (2 ULP up to z = 10, 2.5 up to 40, 6.5 at 260; e that small only reach results
+that the bar's absolute term covers). The factor 2**-64 is taken off in the final term only,
+after the lanes whose result rounds to 0 or 1 anyway (|x| past ERF_TAIL / TANH_TAIL) were
+set to 0: only a lane whose GELU' is itself subnormal makes a subnormal
 (x86 takes a slow microcode assist for each), and those are rounded once, as float32
 results.
 
@@ -25,13 +30,14 @@ erf form: GELU'(x) = Phi(x) + x phi(x) is q(a) for x < 0 and 1 - q(a) otherwise,
 
     q(a) = Phi(-a) - a phi(a) = exp(-a**2/2) * (a_r - a) * V(t),  t = 1/(1 + a/(2 sqrt2)),
 
-a_r the root of q (held in two float32 parts, so a_r - a is exact near it), V of degree 8
-(within 1.3e-8, V(1) = 1/(2 a_r) exactly, so GELU'(0) = 1/2), and the rounding error of
-a**2 carried into the exp's reduced argument: within 6 float32 ULP down to the subnormal
-results. V's coefficients carry the 2**-64, and e is set to 0 past ERF_TAIL before the
-product (a positive x past it would make a subnormal q, whose 1 - q is 1 anyway). q or
-1 - q is chosen by x's sign bit, as -0 + q or 1 + (-q), with integer operations rather
-than a compare and a select. +-inf gives NaN, as the formula does in PyTorch.
+a_r the root of q (held in two float32 parts, so a_r - a is exact near it) and V of degree 7
+(within 1.3e-7, V(1) = 1/(2 a_r) exactly, so GELU'(0) = 1/2). a**2 is rounded once, a
+relative error of up to a**2 * 2**-25 in e: within 8.3 float32 ULP for |x| <= 4 (measured),
+8 + x**2/2 ULP beyond (67 at x = -13.5), where |GELU'| < 6e-4 and SPEC §10's 2**-22 |g|
+is thousands of ULP. V's coefficients carry the 2**-64, and e is set to 0 past ERF_TAIL
+before the product (a positive x past it would make a subnormal q, whose 1 - q is 1
+anyway). q or 1 - q is chosen by x's sign bit, as -0 + q or 1 + (-q), with integer
+operations rather than a compare and a select. +-inf gives NaN, as the formula does in PyTorch.
 
 tanh form: with u = sqrt(2/pi)(x + 0.044715 x**3), e = exp(-2|u|), B = 1/(1 + e) and
 S = e B (the sigmoids of +-2u),
@@ -63,20 +69,18 @@ RUNS = 64  # its parallel work items
 
 f = np.float32
 _EXP_C = tuple(f(c) for c in (
-    1.0, 1.000000032179425, 0.4999999420637201, 0.1666643119180718, 0.04166800244910409,
-    0.008374161479770256, 0.0013843646260626816))
+    1.0, 0.9999997070549008, 0.499991492722055, 0.1666763649271689, 0.041897964502657446,
+    0.008290307999313268))
 SCALE = 64  # e**y is computed times 2**SCALE: normal for every y >= -130
 _MINUS_HALF_LOG2E = f(-0.5 * 1.4426950408889634)
 _ROUNDER = f(1.5 * 2 ** 23 + SCALE)  # z * _MINUS_HALF_LOG2E + this: k + SCALE in its low bits
-_TWO_LN2_HI = f(2 * 0.693145751953125)  # 2 ln2 split so that k * _TWO_LN2_HI is exact
-_TWO_LN2_LO = f(2 * 1.428606765330187e-06)
+_TWO_LN2 = f(2 * math.log(2))
 # P(-s/2) by Horner's rule in s: each partial sum a power of two times the one in r = -s/2
 _EXP_HALF = tuple(f(c * (-0.5) ** i) for i, c in enumerate(_EXP_C))
 
 _GELU_V = tuple(f(c) for c in (
-    0.3989356458187103, 0.10620013624429703, 0.08269356191158295, 0.06628476083278656,
-    -0.0035234102979302406, 0.07198294997215271, -0.09297317266464233, 0.04259147495031357,
-    -0.007113972213119268))
+    0.3989560604095459, 0.10577847063541412, 0.08624260872602463, 0.05034303292632103,
+    0.038496021181344986, 0.0050273472443223, -0.029604390263557434, 0.00983884371817112))
 _GELU_V_SCALED = tuple(f(c * 2.0 ** -SCALE) for c in _GELU_V)  # takes e's 2**SCALE off
 _ROOT = 0.7517915246935644574579049
 _ROOT_HI = f(_ROOT)
@@ -159,18 +163,14 @@ class _Vectors:
         return self.b.select(self.b.fcmp_ordered(">", a, self.const(limit)),
                              self.const(limit), a)
 
-    def scaled_exp(self, z, z_lo=None):
-        """2**SCALE * e**(-(z + z_lo)/2) for 0 <= z <= 260 (z_lo: a correction far below
-        z's ULP, added to the reduced argument): a normal float32 throughout. The halving
+    def scaled_exp(self, z):
+        """2**SCALE * e**(-z/2) for 0 <= z <= 260: a normal float32 throughout. The halving
         is folded into the constants: the roundings of e**y's reduction at y = -z/2, with
         one multiply fewer."""
         b = self.b
         t = self.fma(z, self.const(_MINUS_HALF_LOG2E), self.const(_ROUNDER))
         k = b.fsub(t, self.const(_ROUNDER))
-        s = self.fma(k, self.const(_TWO_LN2_HI), z)
-        s = self.fma(k, self.const(_TWO_LN2_LO), s)
-        if z_lo is not None:
-            s = b.fadd(s, z_lo)
+        s = self.fma(k, self.const(_TWO_LN2), z)
         p = b.bitcast(self.horner(s, _EXP_HALF), self.vi)
         power = b.shl(b.bitcast(t, self.vi), self.bits(23))
         return b.bitcast(b.add(p, power), self.vf)
@@ -204,7 +204,7 @@ class _Vectors:
         b = self.b
         a = self.abs(x)
         z = b.fmul(a, a)
-        e = self.scaled_exp(z, self.fma(a, a, b.fneg(z)))  # garbage where not kept
+        e = self.scaled_exp(z)  # garbage where not kept
         kept = b.fcmp_ordered("<", self.abs(b.fadd(x, self.const(_ERF_KEPT[0]))),
                               self.const(_ERF_KEPT[1]))
         e = b.select(kept, e, self.const(0.0))
@@ -300,7 +300,7 @@ def gelu_row(x, x_at, g, g_at, o, o_at, n, use_tanh, pad, streaming=False):
     before the results are used), computed SPAN_VECTORS at a time into the pad and copied
     out from there. Streaming stores mixed into the vector loop itself ran 4.5x slower
     wherever the stack held the loop's spilled registers at some offsets within its
-    page (one process in eight, and one call depth in ten, on AVX2): a store there queued
+    page (one process in eight, and 1 to 7 of 41 call depths scanned, on AVX2): a store there queued
     behind the streaming ones held up the loop's loads."""
     vectors, done, rest = split_row(F32, n)
     if streaming:
