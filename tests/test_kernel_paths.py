@@ -75,6 +75,29 @@ def test_broadcast_rows(op, dtype):
     run_and_check(op, operands(op, shapes, dtype), dtype)
 
 
+@pytest.mark.parametrize("shapes", [
+    [(ROWS, 17), (ROWS, 1), (1, 17)],  # many short rows to a tile, the last one cut short
+    [(5, 3, 40), (5, 1, 40), (5, 3, 1)],  # tiles of the middle dim's 3 rows, 5 times
+], ids=["2d", "3d"])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("op", list(CASES))
+def test_broadcast_short_rows(op, dtype, shapes):
+    """Rows shorter than a tile go several to a tile."""
+    run_and_check(op, operands(op, shapes, dtype), dtype)
+
+
+def test_short_rows_share_a_tile():
+    """Without a staged operand a tile holds CHUNK elements: whole rows where they are
+    shorter (as many as the row dim has), else CHUNK columns of one row."""
+    def tile(rows, cols):
+        shape = [1] * 6 + [rows, cols]
+        return pointwise._tile_shape(shape, [[0] * 6 + [4 * cols, 4], [0] * 6 + [4, 0]])
+
+    assert tile(1000, 17) == (4096 // 17, pointwise.CHUNK)
+    assert tile(3, 40) == (3, pointwise.CHUNK)
+    assert tile(1000, 4096) == tile(1000, 5000) == (1, pointwise.CHUNK)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("op", list(CASES))
 def test_transposed_inputs(op, dtype):

@@ -54,7 +54,7 @@ from .smooth_l1_rows import PAD_BYTES as SMOOTH_L1_PAD
 from .smooth_l1_rows import slope_factor, smooth_l1_flat, smooth_l1_row
 from .typed import VIEW_DTYPE
 
-CHUNK = 4096  # elements per tile (one row) when no operand is staged
+CHUNK = 4096  # elements per tile when no operand is staged (see `_tile_shape`)
 BLOCK = 16  # the side of the blocks `transpose_x16` turns
 STAGED_COLS = 4096  # the widest tile when an operand is staged (see `_tile_shape`)
 STAGED_TILE = 128 * STAGED_COLS  # elements per such tile (2 MiB of float32 staged)
@@ -103,11 +103,11 @@ def _tile_count(shape, tile_rows, tile_cols):
 def _tile_span(shape, mid_tiles, col_tiles, tile_rows, tile_cols, c):
     """Tile c: (first row over the outer dims, row count, first column, column count).
 
-    Single-row tiles go in row order. Taller tiles (there is a transposed operand) go
-    down bands of BAND_TILES column tiles, every row of a band before the next band: the
-    transposed operand is then read along a few hundred of its own rows at a time, each
-    front to back, instead of a cache line of every one of its rows per row of tiles
-    (10-15 % faster on 4096 x 4096 float32)."""
+    Single-row tiles go in row order. Taller tiles go down bands of BAND_TILES column
+    tiles (row order too where the rows fit one tile), every row of a band before the
+    next band: a transposed operand is then read along a few hundred of its own rows at a
+    time, each front to back, instead of a cache line of every one of its rows per row of
+    tiles (10-15 % faster on 4096 x 4096 float32)."""
     per_outer = mid_tiles * col_tiles
     outer, c = c // per_outer, c % per_outer
     band = col_tiles if tile_rows == 1 else min(col_tiles, BAND_TILES)
@@ -354,30 +354,35 @@ def _scalar_reader(op: StridedOperand):
 
 
 def _tile_shape(shape, strides) -> tuple[int, int]:
-    """Tiles of one row of CHUNK elements, unless an operand strides past a cache line
-    along the innermost dim (a transposed view), which is then staged: tiles of up to
-    STAGED_COLS columns, so the other operands still stream long runs (whole rows of
-    4096 lie end to end), and as many rows (a multiple of BLOCK) as fill STAGED_TILE
-    elements, so the staged operand is read several cache lines at a time along each of
-    its rows. On 4096 x 4096 float32 with self transposed, alternating calls in one
-    process: 64 x 4096 tiles ran at 0.61-0.78 of the contiguous call's rate where the
-    earlier 16 x 256 ran at 0.38-0.65 (32 x 4096: 0.51-0.54, 64 x 2048: 0.45-0.55); once
-    the outputs were streamed, 128 x 4096 ran at 0.71-0.73 where 64 x 4096 ran at
-    0.67-0.68 (192 x 4096: 0.73-0.75). Without a staging tile, each 16 x 16 block computed
-    from registers as it is transposed, it ran at 0.44-0.55: the other operands are then
-    read 64 bytes per row at a time; staging the next tile a slice after each row of this
-    one ran at 0.61-0.66. Staging alone (same shape, two threads) took 5.2 ms in float32
-    and 3.5 ms in float16, of which 55-60 % was its stores missing the caches (2.4 and
-    1.5 ms with every row stored to one place), and ran 1.8x as fast on two threads as on
-    one: it is bound per core, not by the memory bus. No faster on AVX2, each as its ratio
-    to the contiguous call timed alternately in one process: software prefetch of the
-    staged operand's lines (1-8 blocks ahead into any cache level, or the next tile's
-    during this tile's rows), huge pages, and tiles of 16-64 rows by 4096 columns or
-    64-128 rows by 512-1024 columns (a staging area that stays in L2 gives the other
-    operands short rows, which cost more than the stores save: float32 0.43-0.63 against
-    0.56-0.67, float16 0.27-0.50 against 0.50-0.56)."""
+    """Tiles of CHUNK elements: up to CHUNK columns of one row, or as many whole rows as
+    fit when rows are shorter. Each tile pays a fixed cost (locating every operand's first
+    element and rows, 100-250 ns): with one row per tile, a broadcast target over [R, 64]
+    float32 ran at 0.12-0.17 of the contiguous call's rate and over [R, 256] at 0.38-0.53
+    (4M elements, one thread); with rows grouped, at 0.82 and 1.05.
+
+    When an operand strides past a cache line along the innermost dim (a transposed view),
+    it is staged, in tiles of up to STAGED_COLS columns, so the other operands still stream
+    long runs (whole rows of 4096 lie end to end), and as many rows (a multiple of BLOCK) as
+    fill STAGED_TILE elements, so the staged operand is read several cache lines at a time
+    along each of its rows. On 4096 x 4096 float32 with self transposed, alternating calls
+    in one process: 64 x 4096 tiles ran at 0.61-0.78 of the contiguous call's rate where the
+    earlier 16 x 256 ran at 0.38-0.65 (32 x 4096: 0.51-0.54, 64 x 2048: 0.45-0.55); once the
+    outputs were streamed, 128 x 4096 ran at 0.71-0.73 where 64 x 4096 ran at 0.67-0.68 (192
+    x 4096: 0.73-0.75). Without a staging tile, each 16 x 16 block computed from registers
+    as it is transposed, it ran at 0.44-0.55: the other operands are then read 64 bytes per
+    row at a time; staging the next tile a slice after each row of this one ran at
+    0.61-0.66. Staging alone (same shape, two threads) took 5.2 ms in float32 and 3.5 ms in
+    float16, of which 55-60 % was its stores missing the caches (2.4 and 1.5 ms with every
+    row stored to one place), and ran 1.8x as fast on two threads as on one: it is bound per
+    core, not by the memory bus. No faster on AVX2, each as its ratio to the contiguous call
+    timed alternately in one process: software prefetch of the staged operand's lines (1-8
+    blocks ahead into any cache level, or the next tile's during this tile's rows), huge
+    pages, and tiles of 16-64 rows by 4096 columns or 64-128 rows by 512-1024 columns (a
+    staging area that stays in L2 gives the other operands short rows, which cost more than
+    the stores save: float32 0.43-0.63 against 0.56-0.67, float16 0.27-0.50 against
+    0.50-0.56)."""
     if not any(abs(s[-1]) > CACHE_LINE_BYTES for s in strides):
-        return 1, CHUNK
+        return max(1, min(shape[-2], CHUNK // max(shape[-1], 1))), CHUNK
     cols = min(shape[-1], STAGED_COLS)
     rows = max(BLOCK, STAGED_TILE // cols // BLOCK * BLOCK)
     return min(rows, shape[-2]), cols
