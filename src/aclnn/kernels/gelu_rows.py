@@ -19,12 +19,12 @@ or 1; the erf form discards e where it is, past ERF_TAIL):
 all in terms of s = -2r (the halving folded into the constants: the same roundings as
 reducing y = -z/2, one multiply fewer), with 2**(k + 64) put into the exponent bits of
 e**r: a normal float32 for every z. 2 ln2 is one float32, so e's relative error grows by
-k * 1.9e-9 (2 ULP up to z = 10, 2.5 up to 40, 6.5 at 260; e that small only reach results
-that the bar's absolute term covers). The factor 2**-64 is taken off in the final term only,
-after the lanes whose result rounds to 0 or 1 anyway (|x| past ERF_TAIL / TANH_TAIL) were
-set to 0: only a lane whose GELU' is itself subnormal makes a subnormal
-(x86 takes a slow microcode assist for each), and those are rounded once, as float32
-results.
+k * 1.9e-9 (by Horner's rule 2 ULP up to z = 10, 2.5 up to 40, 6.5 at 260; Estrin's scheme,
+in the tanh form, adds up to 0.8; e that small only reach results that the bar's absolute
+term covers). The factor 2**-64 is taken off in the final term only, after the lanes whose
+result rounds to 0 or 1 anyway (|x| past ERF_TAIL / TANH_TAIL) were set to 0: only a lane
+whose GELU' is itself subnormal makes a subnormal (x86 takes a slow microcode assist for
+each), and those are rounded once, as float32 results.
 
 erf form: GELU'(x) = Phi(x) + x phi(x) is q(a) for x < 0 and 1 - q(a) otherwise, a = |x|,
 
@@ -75,7 +75,8 @@ SCALE = 64  # e**y is computed times 2**SCALE: normal for every y >= -130
 _MINUS_HALF_LOG2E = f(-0.5 * 1.4426950408889634)
 _ROUNDER = f(1.5 * 2 ** 23 + SCALE)  # z * _MINUS_HALF_LOG2E + this: k + SCALE in its low bits
 _TWO_LN2 = f(2 * math.log(2))
-# P(-s/2) by Horner's rule in s: each partial sum a power of two times the one in r = -s/2
+# P(-s/2) as a polynomial in s: every partial sum, by either scheme, a power of two times
+# the one in r = -s/2
 _EXP_HALF = tuple(f(c * (-0.5) ** i) for i, c in enumerate(_EXP_C))
 
 _GELU_V = tuple(f(c) for c in (
@@ -184,7 +185,7 @@ class _Vectors:
         one multiply fewer. The polynomial goes by Horner's rule, or with `short_chain` by
         Estrin's scheme: the erf form is bound by the FMA units' throughput (Estrin's
         made it 5 % slower), the tanh form, whose exp heads a long serial chain, by
-        latency (Estrin's made it 20 % faster in cache on AVX2)."""
+        latency (Estrin's made it 18 % faster in cache on AVX2)."""
         b = self.b
         t = self.fma(z, self.const(_MINUS_HALF_LOG2E), self.const(_ROUNDER))
         k = b.fsub(t, self.const(_ROUNDER))
