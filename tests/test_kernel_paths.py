@@ -76,7 +76,7 @@ def test_broadcast_rows(op, dtype):
 
 
 @pytest.mark.parametrize("shapes", [
-    [(ROWS, 17), (ROWS, 1), (1, 17)],  # many short rows to a tile, the last one cut short
+    [(500, 17), (500, 1), (1, 17)],  # tiles of 240 rows, the last one cut short (20)
     [(5, 3, 40), (5, 1, 40), (5, 3, 1)],  # tiles of the middle dim's 3 rows, 5 times
 ], ids=["2d", "3d"])
 @pytest.mark.parametrize("dtype", DTYPES)
