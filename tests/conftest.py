@@ -4,14 +4,6 @@ The suite's default contract is "documented" (the pages, SPEC §5-§8), which mo
 check; tests of the library contract select it with the `use_contract` fixture."""
 
 import os
-from pathlib import Path
-
-# Under pytest-xdist each worker keeps its own Numba cache: Numba's cache index is not safe
-# for two processes adding signatures of one kernel at once (both may pick the same data
-# file). Set before anything imports Numba; the tests' subprocesses inherit it.
-if "PYTEST_XDIST_WORKER" in os.environ and "NUMBA_CACHE_DIR" not in os.environ:
-    os.environ["NUMBA_CACHE_DIR"] = str(Path(__file__).resolve().parents[1] / ".pytest_cache"
-                                        / "numba" / os.environ["PYTEST_XDIST_WORKER"])
 
 import pytest
 from hypothesis import settings

@@ -100,3 +100,38 @@ def test_a_change_to_a_module_recompiles_the_kernels_that_compile_it_in(tmp_path
     after = _gelu_both_ways(tmp_path)
     assert after[0] != before[0]
     assert after[1] == after[0]
+
+
+def test_saves_of_two_signatures_at_once_keep_each_its_own_data(tmp_path):
+    """Two savers of one function's cache, each made to wait after reading the index until
+    the other has read it too (or 1 s): unlocked, both would read the empty index and pick
+    the same data file; with aclnn's lock the second reads the index the first wrote."""
+    import threading
+
+    from numba.core import caching
+
+    import aclnn.kernels  # noqa: F401  (installs the lock)
+
+    read = [threading.Event(), threading.Event()]
+
+    def saver(me: int, key: str, data: str) -> None:
+        cache = caching.IndexDataCacheFile(str(tmp_path), "kernel-1.py3", "stamp")
+        load_index = cache._load_index
+
+        def load_then_wait():
+            overloads = load_index()
+            read[me].set()
+            read[1 - me].wait(1.0)
+            return overloads
+
+        cache._load_index = load_then_wait
+        cache.save(key, data)
+
+    threads = [threading.Thread(target=saver, args=(i, f"key{i}", f"data{i}")) for i in (0, 1)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    cache = caching.IndexDataCacheFile(str(tmp_path), "kernel-1.py3", "stamp")
+    assert [cache.load(f"key{i}") for i in (0, 1)] == ["data0", "data1"]
+    assert len(list(tmp_path.glob("*.nbc"))) == 2

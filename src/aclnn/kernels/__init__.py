@@ -5,10 +5,16 @@ file changes, but a kernel here also compiles code of other modules of this pack
 itself (pointwise's tiled kernel takes the rows of gelu_rows and smooth_l1_rows): after a
 change to one of those alone, it would go on running the old code. So the stamp that
 Numba checks a cached kernel against also covers every source file of this package.
+
+And Numba saves a new signature by reading a function's cache index, picking the first
+free data file name and writing the index back; two processes doing that at once (workers
+of `aclnn run --jobs` on a cold cache) can pick the same name, and one signature then loads
+the other's machine code. So saves take a lock on the index first.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from pathlib import Path
 
@@ -58,4 +64,32 @@ def _install_locators() -> None:
         classes.insert(classes.index(base), _package_stamped(base))
 
 
+def _lock_cache_saves() -> None:
+    """Make Numba's cache saves hold an exclusive lock on `<index>.lock` (flock: between
+    processes, and between threads that open it separately); where flock or the
+    index file class is missing, saves stay as they are."""
+    try:
+        import fcntl
+    except ImportError:
+        return
+    index_file = getattr(caching, "IndexDataCacheFile", None)
+    save = getattr(index_file, "save", None)
+    if save is None or getattr(save, "locked", False):
+        return
+
+    @functools.wraps(save)
+    def locked_save(self, key, data):
+        try:
+            lock = open(self._index_path + ".lock", "ab")
+        except OSError:  # an unwritable cache: Numba's own save reports it
+            return save(self, key, data)
+        with lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            return save(self, key, data)
+
+    locked_save.locked = True
+    index_file.save = locked_save
+
+
 _install_locators()
+_lock_cache_saves()
