@@ -442,6 +442,7 @@ def test_n1_cube_graph_on_910(use_contract, use_soc, case, cube):
 
     want, magnitude = model_and_magnitude(g, shape, kernel, stride, padding, term)
     if half:  # the float16 result: rounded once more, to float16
+        assert np.array_equal(f16(got), got), "the float16 cube's result is a float16 value"
         assert_close(got, f16(want), magnitude, 2.0**-11)
     else:
         assert_close(got, want, magnitude)
