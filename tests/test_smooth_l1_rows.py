@@ -157,3 +157,4 @@ def test_compiled_kernel_streams_and_fences(dtype):
     _run(*_inputs(dtype, 256), 1.0, 1.0, True, kernel)
     asm = kernel.inspect_asm(kernel.signatures[0])
     assert re.search(r"\tvmovnt", asm) and re.search(r"\tsfence", asm)
+    assert bool(re.search(r"\tprefetcht0", asm)) == (dtype != np.float32)  # 16-bit loops

@@ -27,6 +27,10 @@ The kernel is bound by memory. A plain store first reads the line it writes; a
 non-temporal one does not, so for outputs too large to stay in the caches the vectors go
 to memory with streaming stores: about 20 % less time for a 3-read-1-write float32 loop
 over 16M elements on this project's machine (3.2-5.7 ms vs 4.1-6.9 ms, three runs).
+The 16-bit loops, slowed by their conversions, also prefetch their operands
+PREFETCH_BYTES ahead: 16M elements, 2 threads, AVX2, alternating with the loop without
+it: float16 0.82-0.94 of the time, bfloat16 0.84-0.89 (one thread: 0.86 and 0.77), in
+cache unchanged; the float32 loop gained 2 % (noise), so it has none.
 """
 
 from __future__ import annotations
@@ -40,9 +44,11 @@ from numba.extending import intrinsic
 from .bits import BF16, F16, F32, copy_bytes, element_bytes, store_fence
 from .lanes import (
     LANES,
+    PREFETCH_BYTES,
     VF,
     as_i1,
     broadcast,
+    prefetch,
     row_loader,
     row_narrower,
     splat,
@@ -109,8 +115,11 @@ def _row_block(code: int):
                 two = vectors.type(2)  # 16-bit vectors go in pairs, a cache line each
                 zero = None if code == BF16 else builder.trunc(  # a count's sign bit: 0
                     builder.lshr(vectors, vectors.type(63)), ir.IntType(16))
+                ahead = vectors.type(PREFETCH_BYTES)
                 with cgutils.for_range(builder, builder.udiv(vectors, two)) as index:
                     v = builder.mul(index.index, two)
+                    for i, at in ((2, x_at), (4, y_at), (0, g_at))[:3 if form[1] else 2]:
+                        prefetch(builder, builder.gep(address(i, at, v), [ahead]))
                     second = builder.add(v, vectors.type(1))
                     store_pair(builder, result(v, form), result(second, form),
                                address(6, o_at, v), streaming, zero)
