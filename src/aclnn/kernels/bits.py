@@ -32,6 +32,7 @@ def target_features() -> set[str]:
 
 F16C = "+f16c" in target_features() or platform.machine().lower() in ("aarch64", "arm64")
 CACHE_LINE_BYTES = 64
+STREAM_BYTES = 8 << 20  # outputs from this size are stored non-temporally (not cached)
 
 
 @register_jitable

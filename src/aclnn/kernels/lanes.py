@@ -57,13 +57,14 @@ def function(builder, name: str, result, arguments):
 PREFETCH_BYTES = 512  # how far ahead of its loads a 16-bit row loop prefetches
 
 
-def prefetch(builder, pointer) -> None:
-    """Ask for the cache line at the byte `pointer` (i8*) ahead of time: llvm.prefetch
-    (a read, kept in every cache level, data); it never faults, so it may point past the
-    end of an array."""
+def prefetch(builder, pointer, passing: bool = False) -> None:
+    """Ask for the cache line at the byte `pointer` (i8*) ahead of time: llvm.prefetch (a
+    read of data, kept in every cache level, or with `passing` non-temporal: read once,
+    kept out of the outer caches where the CPU can); it never faults, so it may point
+    past the end of an array."""
     i32, i8p = ir.IntType(32), ir.IntType(8).as_pointer()
     builder.call(function(builder, "llvm.prefetch.p0i8", ir.VoidType(), [i8p, i32, i32, i32]),
-                 [pointer, i32(0), i32(3), i32(1)])
+                 [pointer, i32(0), i32(0 if passing else 3), i32(1)])
 
 
 def as_i1(builder, flag):

@@ -37,6 +37,7 @@ from .bits import (
     CACHE_LINE_BYTES,
     F16,
     F32,
+    STREAM_BYTES,
     copy_span16,
     element_bytes,
     load_as_f32,
@@ -60,7 +61,6 @@ STAGED_COLS = 4096  # the widest tile when an operand is staged (see `_tile_shap
 STAGED_TILE = 128 * STAGED_COLS  # elements per such tile (2 MiB of float32 staged)
 BAND_TILES = 2  # column tiles per band of tall tiles (see `_tile_span`)
 RUNS = 64  # the tiled kernel's parallel work items
-STREAM_BYTES = 8 << 20  # outputs from this size are stored non-temporally (`_too_large_to_cache`)
 _INNER = 2 + MAX_RANK - 1  # meta column of the innermost byte stride
 
 

@@ -1,0 +1,93 @@
+"""The table kernel (kernels/lookup.py): out = narrow(table[x's bits] * g) for float16 and
+bfloat16, against NumPy's own float32 product rounded once, at row lengths that reach
+each part of a row (pairs of vectors, an odd vector, a partial one), on outputs that start
+anywhere and on one large enough to be stored non-temporally."""
+
+import platform
+import re
+
+import ml_dtypes
+import numpy as np
+import pytest
+from numba import njit
+
+import reference as R
+from aclnn.kernels import lookup
+
+DTYPES = [np.float16, ml_dtypes.bfloat16]
+VIEW = {np.float16: np.uint16, ml_dtypes.bfloat16: np.int16}  # the kernels' typed views
+rng = np.random.default_rng(11)
+
+
+def _table() -> np.ndarray:
+    """Random float32 factors with zeros, infinities, NaN and subnormals among them."""
+    table = (rng.standard_normal(lookup.TABLE_SIZE) * 4).astype(np.float32)
+    table[:6] = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-40]
+    return rng.permutation(table)
+
+
+def _inputs(dtype, n: int, offset: int = 0):
+    """g and x of n random elements (x: any bits), and an output starting `offset` elements
+    into a cache-line aligned buffer."""
+    g = (rng.standard_normal(n) * 8).astype(dtype)
+    x = rng.integers(0, 1 << 16, n, dtype=np.uint16).view(dtype)
+    out = R.aligned_zeros(n + offset, dtype)[offset:]
+    return g, x, out
+
+
+def _expected(table, g, x, dtype):
+    """dtype(table[x's bits] * float32(g)), computed by NumPy."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        return (table[x.view(np.uint16)] * g.astype(np.float32)).astype(dtype)
+
+
+def _run(table, g, x, out, dtype):
+    view = VIEW[dtype]
+    lookup.scaled_lookup(g.view(view), x.view(view), out.view(view), table)
+    return out
+
+
+def _same(ours, theirs) -> bool:
+    """Equal bits, any two NaNs matching."""
+    nan = np.isnan(ours.astype(np.float32)) & np.isnan(theirs.astype(np.float32))
+    return np.array_equal(ours[~nan].view(np.uint16), theirs[~nan].view(np.uint16))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n", [0, 1, 15, 16, 17, 32, 33, 47, 4096, 3 * 4096 + 21])
+@pytest.mark.parametrize("offset", [0, 1, 3])
+def test_rows_are_the_table_times_g_rounded_once(dtype, n, offset):
+    """Every row length, the output on and off a cache line."""
+    table = _table()
+    g, x, out = _inputs(dtype, n, offset)
+    assert _same(_run(table, g, x, out, dtype), _expected(table, g, x, dtype))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_streamed_outputs_give_the_same_bits(dtype):
+    """An output of STREAM_BYTES and more, on a cache line (stored non-temporally) and off
+    one (stored plainly): both the table times g rounded once."""
+    table = _table()
+    n = lookup.STREAM_BYTES // 2 + 4096 + 37
+    g, x, aligned = _inputs(dtype, n)
+    expected = _expected(table, g, x, dtype)
+    assert _same(_run(table, g, x, aligned, dtype), expected)
+    shifted = R.aligned_zeros(n + 1, dtype)[1:]
+    assert _same(_run(table, g, x, shifted, dtype), expected)
+
+
+@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"),
+                    reason="the instructions checked are x86's")
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_compiled_kernel_prefetches_streams_and_reads_the_table_by_scalar_loads(dtype):
+    """g and x prefetched non-temporally, the output streamed and fenced, and no gather
+    instruction (slower than scalar loads where AVX-512 has them, see `lookup`)."""
+    options = {k: v for k, v in lookup.scaled_lookup.targetoptions.items()
+               if k not in ("cache", "nopython")}
+    kernel = njit(**options)(lookup.scaled_lookup.py_func)  # inspectable: not cached
+    g, x, out = _inputs(dtype, 256)
+    view = VIEW[dtype]
+    kernel(g.view(view), x.view(view), out.view(view), _table())
+    asm = kernel.inspect_asm(kernel.signatures[0])
+    assert re.search(r"\tprefetchnta", asm) and not re.search(r"gather", asm)
+    assert re.search(r"\tvmovnt", asm) and re.search(r"\tsfence", asm)
