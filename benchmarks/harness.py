@@ -271,12 +271,16 @@ class OthersLoad:
 
 class Setup(NamedTuple):
     """What a case's setup returns: the two callables, the bytes the operator reads and
-    writes (0 if not meaningful), and its element count (for elements/s comparisons)."""
+    writes (0 if not meaningful), and its element count (for elements/s comparisons);
+    `bytes_written`, for an operator that writes far more than a triad's quarter of its
+    bytes, those of them it writes (its floor is then a probe with its own mix of reads
+    and writes, see `probe.read_write_setup`)."""
 
     ours: Callable[[], object]
     torch: Callable[[], object] | None
     bytes_moved: int
     elements: int = 0
+    bytes_written: int = 0
 
 
 @dataclass

@@ -3,7 +3,11 @@ float32 arrays, run on 2 threads. A triad is the yardstick of the table's "x tri
 column: the case's own same-bytes triad where it has one (see `cases.measure_throughput`),
 else the run's triad row. The same-bytes triad stores its output non-temporally, as our
 kernels do for large outputs: a plain store first reads the line it writes, so the plain
-triad row moves a quarter more bytes than it is credited with and is no floor."""
+triad row moves a quarter more bytes than it is credited with and is no floor. An operator
+that mostly writes (AvgPool2dBackward) has a probe with its own mix of reads and writes as
+its floor: streamed writes run slower than reads on some machines (an AMD EPYC with
+AVX-512: 103 MB written non-temporally took 2.64 ms, where a triad moving 128 MB took
+1.54)."""
 
 from __future__ import annotations
 
@@ -12,7 +16,10 @@ import numpy as np
 import torch
 from llvmlite import ir
 from numba import prange, types
+from numba.core import cgutils
 from numba.extending import intrinsic
+
+from aclnn.kernels.bits import store_fence, stream_f32x16
 
 from .harness import Setup
 
@@ -70,6 +77,61 @@ def _aligned(n: int) -> np.ndarray:
     raw = np.zeros(n + 16, np.float32)
     start = (-raw.ctypes.data % 64) // 4
     return raw[start: start + n]
+
+
+_STEP_LINES = 64  # lines written per step of the read-write probe
+
+
+@intrinsic
+def _add_lines(typingctx, src, first, end, sums, at):
+    """sums[at:at + 16] += the 64-byte lines src[first:end] (float32 elements, 16 at a
+    time, a vector sum: the reads at full speed)."""
+    def codegen(context, builder, signature, args):
+        vector = ir.VectorType(ir.FloatType(), 16)
+
+        def pointer(k, index):
+            data = context.make_array(signature.args[k])(context, builder, value=args[k]).data
+            return builder.bitcast(builder.gep(data, [index]), vector.as_pointer())
+        _, first, end, _, at = args
+        total = cgutils.alloca_once_value(builder, builder.load(pointer(3, at), align=4))
+        sixteen = first.type(16)
+        with cgutils.for_range(builder, builder.sdiv(builder.sub(end, first), sixteen)) as loop:
+            index = builder.add(first, builder.mul(loop.index, sixteen))
+            builder.store(builder.fadd(builder.load(total),
+                                       builder.load(pointer(0, index), align=4)), total)
+        builder.store(builder.load(total), pointer(3, at), align=4)
+        return context.get_dummy_value()
+    return types.none(src, types.intp, types.intp, sums, types.intp), codegen
+
+
+@numba.njit(parallel=True, cache=True)
+def _read_write(out, src, line, sums):
+    """Read every line of `src` (summed into `sums`, 16 floats per part) and write every
+    64-byte line of the uint8 array `out` (aligned, a multiple of 64 bytes) non-temporally,
+    copies of the _STEP_LINES lines of `line`, in parts shared out over the threads; each
+    part goes in steps that read their share of `src` and then write _STEP_LINES lines,
+    so that reads and writes interleave."""
+    parts, lines, src_lines = sums.size // 16, out.size // 64, src.size // 16
+    for p in prange(parts):
+        first, end = p * lines // parts, (p + 1) * lines // parts
+        for step in range(first, end, _STEP_LINES):
+            count = min(_STEP_LINES, end - step)
+            _add_lines(src, 16 * (step * src_lines // lines),
+                       16 * ((step + count) * src_lines // lines), sums, 16 * p)
+            stream_f32x16(out, 64 * step, line, 0, count)
+        store_fence()
+
+
+def read_write_setup(read_bytes: int, write_bytes: int) -> Setup:
+    """The floor of an operator that reads `read_bytes` and writes `write_bytes` (each
+    rounded down to whole cache lines): a Numba kernel reading and writing as many bytes,
+    the writes with streaming stores; no torch counterpart."""
+    numba.set_num_threads(THREADS)
+    src = _aligned(read_bytes // 64 * 16)
+    src[:] = np.random.default_rng(2).standard_normal(src.size, dtype=np.float32)
+    out = _aligned(write_bytes // 64 * 16).view(np.uint8)
+    line, sums = np.ones(16 * _STEP_LINES, np.float32), np.zeros(64 * 16, np.float32)
+    return Setup(lambda: _read_write(out, src, line, sums), None, src.nbytes + out.nbytes)
 
 
 def triad_setup(n: int, streamed: bool = False) -> Setup:

@@ -4,7 +4,7 @@ target was out of reach."""
 
 import numpy as np
 import pytest
-from benchmarks import isa
+from benchmarks import isa, probe
 from benchmarks.cases import Case, note_bandwidth_ceilings
 from benchmarks.harness import (
     Row,
@@ -89,6 +89,29 @@ def test_bandwidth_ceiling_notes():
     assert rows[1].note.startswith("reachable in principle") and "<= 3.00" in rows[1].note
     assert "0.40 of the probe's speed" in rows[1].note
     assert rows[2].note == ""
+
+
+def test_ceiling_note_names_a_read_write_probe_for_cases_that_mostly_write():
+    case, row = _failed("pool", ours_ms=4.0, torch_ms=18.0, floor_ms=3.0, factor=5.0)
+    row.extra["floor_written_mb"] = 103.0
+    note_bandwidth_ceilings([row], [case])
+    assert row.note.startswith("reachable in principle: a probe reading 31 MB and writing "
+                               "103 MB with streaming stores took 3.00 ms")
+
+
+@pytest.mark.parametrize(("src_lines", "out_lines"), [(401, 1606), (1606, 401), (0, 130)])
+def test_read_write_probe_reads_each_line_once_and_writes_every_line(src_lines, out_lines):
+    """The read-write floor probe: every line of the source summed once (integers, so the
+    sums are exact), every line of the output written with the line pattern."""
+    src = np.arange(16 * src_lines, dtype=np.float32) % 7
+    out = np.zeros(64 * out_lines + 64, np.uint8)
+    out = out[-out.ctypes.data % 64:][:64 * out_lines]  # on a cache line
+    line = np.tile(np.arange(16, dtype=np.float32), probe._STEP_LINES)
+    sums = np.zeros(64 * 16, np.float32)
+    probe._read_write(out, src, line, sums)
+    assert sums.sum() == src.sum()
+    assert np.array_equal(out.view(np.float32), np.tile(np.arange(16, dtype=np.float32),
+                                                        out_lines))
 
 
 def test_targets_carry_their_torch_factor():
