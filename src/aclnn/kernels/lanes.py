@@ -48,6 +48,13 @@ def broadcast(builder, value, vector_type: ir.VectorType):
     return builder.shuffle_vector(first, first, splat(VI, 0))
 
 
+def array_data(context, builder, signature, args):
+    """For an intrinsic's codegen: a function giving the data pointer of its i-th
+    argument, an array."""
+    return lambda i: context.make_array(signature.args[i])(context, builder,
+                                                           value=args[i]).data
+
+
 def function(builder, name: str, result, arguments):
     """The declaration of the LLVM function or intrinsic `name`."""
     return cgutils.get_or_insert_function(builder.module, ir.FunctionType(result, arguments),

@@ -38,6 +38,7 @@ from .lanes import (
     I64,
     LANES,
     VF,
+    array_data,
     load_lanes,
     narrower,
     prefetch,
@@ -61,10 +62,7 @@ def _lookup_block(code: int):
     at a time, non-temporally where `streaming` (o + at aligned to 64 bytes)."""
     def block(typingctx, g, x, o, at, vectors, table, streaming):
         def codegen(context, builder, signature, args):
-            def data(i):
-                return context.make_array(signature.args[i])(context, builder,
-                                                             value=args[i]).data
-
+            data = array_data(context, builder, signature, args)
             _, _, _, at, vectors, _, streaming = args
             entries, narrowed = data(5), narrower(builder, code)
             step = vectors.type(_VECTOR_BYTES)
