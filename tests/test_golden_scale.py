@@ -76,11 +76,15 @@ def _best_time(function, repeats: int = 5) -> float:
 
 
 def test_gelu_golden_is_fast():
-    """A million elements in well under a second; erf costs about what np.exp does (a
-    Python call per element costs ten times more)."""
+    """A million elements in well under a second, erf compiled: at most half the time of a
+    Python call per element. (np.exp is no yardstick: with AVX-512 NumPy's runs 16x as fast
+    as the C library's erf, 0.56 against 9.1 ms, where a Python call per element took 34-48
+    ms.)"""
     x = np.random.default_rng(4).normal(size=1_000_000)
     assert _best_time(lambda: golden.gelu_backward(x, x, "none"), 1) < 2.0
-    assert _best_time(lambda: golden.erf(x)) < 5 * _best_time(lambda: np.exp(x))
+    sample = x[:100_000]
+    per_call = _best_time(lambda: [math.erf(v) for v in sample], 3) * x.size / sample.size
+    assert _best_time(lambda: golden.erf(x)) < 0.5 * per_call
 
 
 # --- the chunked verdict ------------------------------------------------------------------
