@@ -20,6 +20,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from aclnn.kernels.bits import store_fence, stream_f32x16
+from aclnn.kernels.lanes import array_data
 
 from .harness import Setup
 
@@ -87,11 +88,11 @@ def _add_lines(typingctx, src, first, end, sums, at):
     """sums[at:at + 16] += the 64-byte lines src[first:end] (float32 elements, 16 at a
     time, a vector sum: the reads at full speed)."""
     def codegen(context, builder, signature, args):
-        vector = ir.VectorType(ir.FloatType(), 16)
+        vector, data = ir.VectorType(ir.FloatType(), 16), array_data(context, builder,
+                                                                      signature, args)
 
         def pointer(k, index):
-            data = context.make_array(signature.args[k])(context, builder, value=args[k]).data
-            return builder.bitcast(builder.gep(data, [index]), vector.as_pointer())
+            return builder.bitcast(builder.gep(data(k), [index]), vector.as_pointer())
         _, first, end, _, at = args
         total = cgutils.alloca_once_value(builder, builder.load(pointer(3, at), align=4))
         sixteen = first.type(16)

@@ -61,9 +61,6 @@ def function(builder, name: str, result, arguments):
                                           name)
 
 
-PREFETCH_BYTES = 512  # how far ahead of its loads a 16-bit row loop prefetches
-
-
 def prefetch(builder, pointer, passing: bool = False) -> None:
     """Ask for the cache line at the byte `pointer` (i8*) ahead of time: llvm.prefetch (a
     read of data, kept in every cache level, or with `passing` non-temporal: read once,
@@ -244,6 +241,27 @@ def store_pair(builder, first, second, pointer, streaming, zero) -> None:
             mark_nontemporal(builder, builder.store(line, target, align=2 * LANES * 2))
         with plain:
             builder.store(line, target, align=2)
+
+
+def pair_loop(builder, code: int, vectors, result, out_at, streaming, prefetched=(),
+              ahead: int = 0, passing: bool = False) -> None:
+    """The vector loop of a 16-bit row of `vectors` vectors: the results (`result(v)`, from
+    `narrower`) stored at the byte pointers `out_at(v)` two at a time, one 64-byte line each
+    (`store_pair`, streamed where the i1 `streaming`), the last one alone where their count
+    is odd. Each pair first prefetches `ahead` bytes past each byte pointer of
+    `prefetched(v)` (`prefetch`, non-temporally with `passing`)."""
+    two = vectors.type(2)
+    zero = None if code == BF16 else builder.trunc(  # a count's sign bit: 0
+        builder.lshr(vectors, vectors.type(63)), I16)
+    with cgutils.for_range(builder, builder.udiv(vectors, two)) as loop:
+        v = builder.mul(loop.index, two)
+        for pointer in prefetched(v) if prefetched else ():
+            prefetch(builder, builder.gep(pointer, [vectors.type(ahead)]), passing)
+        store_pair(builder, result(v), result(builder.add(v, vectors.type(1))), out_at(v),
+                   streaming, zero)
+    with builder.if_then(builder.trunc(vectors, ir.IntType(1))):  # odd count
+        last = builder.sub(vectors, vectors.type(1))
+        store(builder, code, result(last), out_at(last))
 
 
 QUAD = 4  # elements per 128-bit lane of a float32 vector

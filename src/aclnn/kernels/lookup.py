@@ -28,7 +28,6 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 from numba import njit, prange, types
-from numba.core import cgutils
 from numba.extending import intrinsic
 
 from .bits import BF16, CACHE_LINE_BYTES, F16, STREAM_BYTES, copy_bytes, store_fence
@@ -39,12 +38,11 @@ from .lanes import (
     LANES,
     VF,
     array_data,
+    as_i1,
     load_lanes,
     narrower,
-    prefetch,
+    pair_loop,
     split_row,
-    store,
-    store_pair,
 )
 from .typed import element_code
 
@@ -79,20 +77,9 @@ def _lookup_block(code: int):
                     factors = builder.insert_element(factors, factor, I32(lane))
                 return narrowed(builder.fmul(factors, load_lanes(builder, code, address(0, v))))
 
-            two = vectors.type(2)
-            zero = None if code == BF16 else builder.trunc(  # a count's sign bit: 0
-                builder.lshr(vectors, vectors.type(63)), I16)
-            streaming = builder.icmp_unsigned("!=", streaming, streaming.type(0))
-            ahead = I64(_PREFETCH_BYTES)
-            with cgutils.for_range(builder, builder.udiv(vectors, two)) as loop:
-                v = builder.mul(loop.index, two)
-                for i in (0, 1):
-                    prefetch(builder, builder.gep(address(i, v), [ahead]), passing=True)
-                store_pair(builder, result(v), result(builder.add(v, vectors.type(1))),
-                           address(2, v), streaming, zero)
-            with builder.if_then(builder.trunc(vectors, ir.IntType(1))):  # odd count
-                last = builder.sub(vectors, vectors.type(1))
-                store(builder, code, result(last), address(2, last))
+            pair_loop(builder, code, vectors, result, lambda v: address(2, v),
+                      as_i1(builder, streaming), lambda v: [address(0, v), address(1, v)],
+                      _PREFETCH_BYTES, passing=True)
             return context.get_dummy_value()
 
         return types.none(g, x, o, types.intp, types.intp, table, types.boolean), codegen

@@ -36,7 +36,6 @@ cache unchanged; the float32 loop gained 2 % (noise), so it has none.
 from __future__ import annotations
 
 import numpy as np
-from llvmlite import ir
 from numba import njit, prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
@@ -44,22 +43,21 @@ from numba.extending import intrinsic
 from .bits import BF16, F16, F32, copy_bytes, element_bytes, store_fence
 from .lanes import (
     LANES,
-    PREFETCH_BYTES,
     VF,
     as_i1,
     broadcast,
-    prefetch,
+    pair_loop,
     row_loader,
     row_narrower,
     splat,
     split_row,
     store,
-    store_pair,
 )
 from .typed import element_code
 
 BLOCK = 4096  # elements per row
 RUNS = 64  # parallel work items
+PREFETCH_BYTES = 512  # how far ahead of its loads a 16-bit row loop prefetches
 _PAD = 4 * LANES  # one vector of float32; the pad holds x, y, g, o at 0, 64, 128, 192
 PAD_BYTES = 4 * _PAD  # the `pad` scratch of a row
 
@@ -112,20 +110,10 @@ def _row_block(code: int):
                         v = index.index
                         store(builder, code, result(v, form), address(6, o_at, v), streaming)
                     return
-                two = vectors.type(2)  # 16-bit vectors go in pairs, a cache line each
-                zero = None if code == BF16 else builder.trunc(  # a count's sign bit: 0
-                    builder.lshr(vectors, vectors.type(63)), ir.IntType(16))
-                ahead = vectors.type(PREFETCH_BYTES)
-                with cgutils.for_range(builder, builder.udiv(vectors, two)) as index:
-                    v = builder.mul(index.index, two)
-                    for i, at in ((2, x_at), (4, y_at), (0, g_at))[:3 if form[1] else 2]:
-                        prefetch(builder, builder.gep(address(i, at, v), [ahead]))
-                    second = builder.add(v, vectors.type(1))
-                    store_pair(builder, result(v, form), result(second, form),
-                               address(6, o_at, v), streaming, zero)
-                with builder.if_then(builder.trunc(vectors, ir.IntType(1))):  # odd count
-                    last = builder.sub(vectors, vectors.type(1))
-                    store(builder, code, result(last, form), address(6, o_at, last))
+                operands = ((2, x_at), (4, y_at), (0, g_at))[:3 if form[1] else 2]
+                pair_loop(builder, code, vectors, lambda v: result(v, form),
+                          lambda v: address(6, o_at, v), streaming,
+                          lambda v: [address(i, at, v) for i, at in operands], PREFETCH_BYTES)
 
             def branches(choices, form=()) -> None:
                 """One loop per combination of the run-time choices, picked outside it:
