@@ -14,14 +14,21 @@ buffers of a row or of output-plane size, allocated once per run of planes:
                stand for the windows off the edge), then the residues are interleaved
   out[ih, :] = sum of t[oh, :] over the output rows whose window covers ih (vectorised)
 and each finished row is stored into gradInput through its strides, rounded once to its
-dtype. Rows of q and t are computed when the first input row that needs them comes, so the
+dtype: contiguous float32 rows, and float16 ones where a vector fills a cache line
+(`lanes.LINE_VECTORS`), with whole lines streamed. A column stride of 2 (the common one)
+builds its rows of t in registers, both residues' sums interleaved by shuffles. Rows of q
+and t are computed when the first input row that needs them comes, so the
 stores of finished rows overlap the computing of the next ones (computing a plane's q and
 t first and then storing its rows took 6.2-6.9 ms instead of 4.8-5.6 on (32, 64, 112, 112)
 float32, k2s2p0 and k3s2p1, on an AVX2 machine). An input row covered by one row of
 windows is stored straight from its row of t, and no value is rounded to float16 twice:
 float16 (32, 64, 112, 112) took 0.71-0.75 of the time in k2s2p0, 0.81-0.84 in k3s2p1
-(AVX2, same bits). Work per plane is O(OH*OW + OH*W*ceil(kW/sW)
-+ H*W*ceil(kH/sH)), all of it in contiguous runs that vectorise.
+(AVX2, same bits). Rows of t in registers, rows covered by one row of windows streamed
+straight from t in float32 and every float16 row streamed on an AVX-512 build, (32, 64,
+112, 112), fraction of the time before, same bits (alternating in one process, AVX-512
+CPU): float32 0.86-0.93 (k2s2p0) and 0.78-0.89 (k3s2p1) with either build; float16
+0.64 / 0.75 built for AVX-512, 0.90 / 0.88 for AVX2. Work per plane is O(OH*OW +
+OH*W*ceil(kW/sW) + H*W*ceil(kH/sH)), all of it in contiguous runs that vectorise.
 """
 
 from __future__ import annotations
@@ -29,7 +36,10 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit, prange
+from llvmlite import ir
+from numba import njit, prange, types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 from .bits import (
     F16,
@@ -41,6 +51,7 @@ from .bits import (
     store_fence,
     store_span,
 )
+from .lanes import LANES, LINE_VECTORS, VF, VI, array_data, splat, store_f16_row
 from .launch import launch
 
 EXACT, ROUND_FP16, ROUND_HF32 = 0, 1, 2  # how the scaled gradient is rounded (cubeMathType)
@@ -64,7 +75,7 @@ class Scaling(NamedTuple):
     weight: float = 1.0
     half_out: bool = False
 PLANE_CHUNKS = 64  # the planes are shared out in this many runs, each with its own buffers
-_U1, _U2 = np.uint64(1), np.uint64(2)  # unsigned index arithmetic (see the plane loop)
+_U1 = np.uint64(1)  # unsigned index arithmetic (see the plane loop)
 
 
 @njit(cache=True, error_model="numpy", fastmath={"contract"})
@@ -120,11 +131,65 @@ def _q_row(go, meta, base, oh, out_w, front, grad_row, q, window_factor, divide,
             q[q0 + ow] = q[q0 + ow] * weight
 
 
+# the first and second halves of two vectors' lanes, interleaved
+_INTERLEAVED = [ir.Constant(VI, [k for i in range(h, h + LANES // 2) for k in (i, LANES + i)])
+                for h in (0, LANES // 2)]
+
+
+@intrinsic
+def _stride2_t_row(typingctx, q, first0, count0, first1, count1, t, t_at, steps):
+    """A row of t for a column stride of 2, in `steps` steps of 16 column pairs:
+    t[t_at + 2m + rho] = the sum, in order, of q[first_rho + m + d] for d < count_rho (+0.0
+    where count_rho is 0), for m < 16 * steps (q is read and t written that far). One pass,
+    the two residues' sums interleaved in registers."""
+    def codegen(context, builder, signature, args):
+        data = array_data(context, builder, signature, args)
+        q_data, t_data = data(0), data(5)
+        _, first0, count0, first1, count1, _, t_at, steps = args
+        i64 = ir.IntType(64)
+        total = cgutils.alloca_once(builder, VF)
+
+        def load(index):
+            return builder.load(builder.bitcast(builder.gep(q_data, [index]), VF.as_pointer()),
+                                align=4)
+
+        def run_sum(first, count, m):
+            start = builder.add(first, m)
+            none = builder.icmp_unsigned("==", count, i64(0))
+            builder.store(builder.select(none, splat(VF, 0.0), load(start)), total)
+            with cgutils.for_range(builder, builder.select(none, i64(0), builder.sub(
+                    count, i64(1)))) as loop:
+                term = load(builder.add(start, builder.add(loop.index, i64(1))))
+                builder.store(builder.fadd(builder.load(total), term), total)
+            return builder.load(total)
+
+        with cgutils.for_range(builder, steps) as loop:
+            m = builder.mul(loop.index, i64(LANES))
+            even, odd = run_sum(first0, count0, m), run_sum(first1, count1, m)
+            at = builder.add(t_at, builder.add(m, m))
+            for half, mask in enumerate(_INTERLEAVED):
+                pointer = builder.gep(t_data, [builder.add(at, i64(half * LANES))])
+                builder.store(builder.shuffle_vector(even, odd, mask),
+                              builder.bitcast(pointer, VF.as_pointer()), align=4)
+        return context.get_dummy_value()
+
+    u64 = types.uint64
+    return types.void(q, u64, u64, u64, u64, t, u64, u64), codegen
+
+
 @njit(inline="always", error_model="numpy", fastmath={"contract"})
 def _t_row(q, sums, t, oh, width, padded, front, first_offset, last_offset):
     """Row oh of t from the row of q: each residue's sums of shifted runs of q, then the
-    residues interleaved."""
+    residues interleaved (q and t have 2 * LANES elements to spare at their ends: a stride
+    of 2 fills a row in whole vectors)."""
     stride = first_offset.size
+    if stride == 2:  # the common case, in registers
+        _stride2_t_row(q, np.uint64(front + first_offset[0]),
+                       np.uint64(max(0, last_offset[0] - first_offset[0] + 1)),
+                       np.uint64(front + first_offset[1]),
+                       np.uint64(max(0, last_offset[1] - first_offset[1] + 1)), t,
+                       np.uint64(oh * width), np.uint64(-(-width // (2 * LANES))))
+        return
     for rho in range(stride):
         first, last = first_offset[rho], last_offset[rho]
         r0 = np.uint64(rho * padded)
@@ -139,19 +204,11 @@ def _t_row(q, sums, t, oh, width, padded, front, first_offset, last_offset):
             for m in range(count):
                 sums[r0 + m] += q[start + d + _U1 + m]
     t0 = np.uint64(oh * width)
-    if stride == 2:  # the common case, interleaved with a constant step
-        size = np.uint64(padded)
-        for m in range(np.uint64(width // 2)):
-            t[t0 + _U2 * m] = sums[m]
-            t[t0 + _U2 * m + _U1] = sums[size + m]
-        if width % 2:
-            t[t0 + np.uint64(width - 1)] = sums[np.uint64(width // 2)]
-    else:
-        for rho in range(stride):
-            r0 = np.uint64(rho * padded)
-            step, at = np.uint64(stride), t0 + np.uint64(rho)
-            for m in range(np.uint64((width - rho + stride - 1) // stride)):
-                t[at + step * m] = sums[r0 + m]
+    for rho in range(stride):
+        r0 = np.uint64(rho * padded)
+        step, at = np.uint64(stride), t0 + np.uint64(rho)
+        for m in range(np.uint64((width - rho + stride - 1) // stride)):
+            t[at + step * m] = sums[r0 + m]
 
 
 @njit(parallel=True, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
@@ -174,6 +231,7 @@ def _avg_pool2d_backward(bufs, meta, dims, h_plan, w_factor, w_plan, override, s
     # half_out: the sums rounded to float16, unless the store itself rounds them to float16
     round_row = half_out and meta[1, 0] != F16
     streamed = meta[1, 0] == F32 and meta[1, 5] == 4  # contiguous float32 rows
+    half_lines = LINE_VECTORS and meta[1, 0] == F16 and meta[1, 5] == 2  # and float16 rows
     w_divisor = w_factor.astype(np.float32)  # exact: window extents are small integers
     # each window's divisor (divide) or multiplier, the same for every plane
     window_factor = np.empty(out_h * out_w, np.float32)
@@ -192,8 +250,8 @@ def _avg_pool2d_backward(bufs, meta, dims, h_plan, w_factor, w_plan, override, s
     for chunk in prange(chunks):  # buffers allocated once per chunk of planes
         # Flat buffers with unsigned indices throughout: 2-D indexing and signed indices
         # (negative-index wraparound) kept these short loops from vectorising (3x slower).
-        q = np.zeros(padded, np.float32)  # a row of q, zero columns around it
-        t = np.empty(out_h * width, np.float32)
+        q = np.zeros(padded + 2 * LANES, np.float32)  # a row of q, zero columns around it
+        t = np.empty(out_h * width + 2 * LANES, np.float32)
         # sums[rho * padded + m]: the sum for column stride*m + rho of a row of q
         sums = np.empty(stride * padded, np.float32)
         grad_row = np.empty(out_w, np.float32)
@@ -212,12 +270,16 @@ def _avg_pool2d_backward(bufs, meta, dims, h_plan, w_factor, w_plan, override, s
                            divide, half_mean, rounding, weight)
                     _t_row(q, sums, t, ready, width, padded, front, first_offset, last_offset)
                     ready += 1
-                if hi - lo == 1 and not (round_row or streamed):
+                if hi - lo == 1 and not round_row:
                     # one row of windows covers this row: its row of t is stored as it is
-                    # (contiguous float32 rows streamed straight from t ran 2.5-4x slower
-                    # on an AVX2 machine; on an AVX-512 one, 0.95 of the time)
-                    store_span(gi, meta[1, 0], out + ih * meta[1, 4], meta[1, 5], width, t,
-                               np.uint64(lo * width))
+                    if streamed:
+                        store_f32_row(gi, out + ih * meta[1, 4], width,
+                                      t[lo * width:(lo + 1) * width])
+                    elif half_lines:
+                        store_f16_row(gi, out + ih * meta[1, 4], width, t, lo * width)
+                    else:
+                        store_span(gi, meta[1, 0], out + ih * meta[1, 4], meta[1, 5], width,
+                                   t, np.uint64(lo * width))
                     continue
                 if lo < hi:
                     t0 = np.uint64(lo * width)
@@ -234,6 +296,8 @@ def _avg_pool2d_backward(bufs, meta, dims, h_plan, w_factor, w_plan, override, s
                         row[iw] = round_to_half(row[iw])
                 if streamed:
                     store_f32_row(gi, out + ih * meta[1, 4], width, row)
+                elif half_lines:
+                    store_f16_row(gi, out + ih * meta[1, 4], width, row, 0)
                 else:
                     store_span(gi, meta[1, 0], out + ih * meta[1, 4], meta[1, 5], width, row)
         store_fence()
