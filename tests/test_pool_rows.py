@@ -36,12 +36,13 @@ def _values(n: int) -> np.ndarray:
     return rng.permutation(values)
 
 
-@pytest.mark.parametrize("n", [0, 1, 16, 31, 32, 33, 64, 65, 200])
+@pytest.mark.parametrize("n", [0, 1, 16, 31, 33, 64, 95, 96, 97, 112, 128, 200])
 @pytest.mark.parametrize("start", [0, 2, 32, 62, 1])
 @pytest.mark.parametrize("at", [0, 5])
 def test_f16_rows_are_numpy_rounding_and_touch_nothing_else(n, start, at):
-    """Head, streamed lines and tail give float16(values) bit for bit; the bytes around the
-    row keep their sentinel (an odd `start`: no line is aligned, every element plain)."""
+    """Head, streamed lines and tail give float16(values) bit for bit, and so do rows of
+    fewer than STREAMED_ROW_LINES whole lines, stored plainly; the bytes around the row
+    keep their sentinel (an odd `start`: no line is aligned, every element plain)."""
     values = _values(n + at)
     buf = R.aligned_zeros(n * 2 + 192, np.uint8)
     buf[:] = SENTINEL

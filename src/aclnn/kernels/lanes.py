@@ -272,6 +272,12 @@ def pair_loop(builder, code: int, vectors, result, out_at, streaming, prefetched
 # streamed lines took 1.35-1.5x the time of plain stores on an AVX-512 CPU, built for it
 # 0.65-0.71x (k2s2p0, (32, 64, 112, 112)).
 LINE_VECTORS = "+avx512f" in target_features()
+# Rows with fewer whole lines are stored plainly: AvgPool2dBackward's 112-byte float16 rows
+# (one whole line or none) took 0.80-0.96 of the time stored so. Its 224-byte rows on
+# lines, or 32 bytes past (three), took 0.70-0.81 of the plain stores' time streamed. 16
+# bytes past a line (two or three lines), streaming every row measured 0.74-0.79 of plain
+# in one build of the kernel, 1.2-1.6x in another: those with two are stored plainly.
+STREAMED_ROW_LINES = 3
 
 
 @intrinsic
@@ -303,10 +309,13 @@ def stream_f16_lines(typingctx, dst, dst_byte_index, src, src_index, lines):
 def store_f16_row(buf, base, n, values, at):
     """float32 values[at:at + n] rounded to float16, to the contiguous run at byte `base` of
     `buf`: whole cache lines streamed (`stream_f16_lines`), the unaligned head and tail
-    stored plainly. Call `bits.store_fence` once the rows are written."""
+    stored plainly; a run of fewer than STREAMED_ROW_LINES whole lines all plainly. Call
+    `bits.store_fence` once the rows are written."""
     address = buf.ctypes.data + base
     head = min(n, ((-address) % CACHE_LINE_BYTES) // 2) if address % 2 == 0 else n
     lines = (n - head) // (2 * LANES)
+    if lines < STREAMED_ROW_LINES:
+        head, lines = n, 0
     store_span(buf, F16, base, 2, head, values, at)
     if lines:
         stream_f16_lines(buf, np.uint64(base + 2 * head), values, np.uint64(at + head),

@@ -14,8 +14,9 @@ buffers of a row or of output-plane size, allocated once per run of planes:
                stand for the windows off the edge), then the residues are interleaved
   out[ih, :] = sum of t[oh, :] over the output rows whose window covers ih (vectorised)
 and each finished row is stored into gradInput through its strides, rounded once to its
-dtype: contiguous float32 rows, and float16 ones where a vector fills a cache line
-(`lanes.LINE_VECTORS`), with whole lines streamed. A column stride of 2 (the common one)
+dtype, streamed where that pays (`bits.store_f32_row`: float32 rows of whole cache
+lines; `lanes.store_f16_row`: the whole lines of longer float16 rows, where a vector
+fills a line, `lanes.LINE_VECTORS`). A column stride of 2 (the common one)
 builds its rows of t in registers, both residues' sums interleaved by shuffles. Rows of q
 and t are computed when the first input row that needs them comes, so the
 stores of finished rows overlap the computing of the next ones (computing a plane's q and
