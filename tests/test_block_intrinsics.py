@@ -2,10 +2,11 @@
 
 `store_f32_row` writes a float32 row with non-temporal stores where it is whole cache
 lines, with ordinary ones otherwise: every start offset within a cache line and lengths
-around the vector width must write exactly the row, and not one byte outside it. `transpose_x16` turns a 16 x 16 block of float32, float16 or bfloat16 in registers
-into float32 (conversions exact, NaN payloads, -0, infinities and subnormals kept), or a
-16-bit block into the same 16-bit bits: any source step and offset, any destination
-position, nothing written outside the block."""
+around the vector width must write exactly the row, and not one byte outside it.
+`transpose_x16` turns a 16 x 16 block of float32, float16 or bfloat16 in registers into
+float32 (conversions exact, NaN payloads, -0, infinities and subnormals kept), or a 16-bit
+block into the same 16-bit bits: any source step and offset, any destination position,
+nothing written outside the block."""
 
 import ml_dtypes
 import numpy as np
