@@ -28,7 +28,8 @@ float16 (32, 64, 112, 112) took 0.71-0.75 of the time in k2s2p0, 0.81-0.84 in k3
 straight from t in float32 and every float16 row streamed on an AVX-512 build, (32, 64,
 112, 112), fraction of the time before, same bits (alternating in one process, AVX-512
 CPU): float32 0.86-0.93 (k2s2p0) and 0.78-0.89 (k3s2p1) with either build; float16
-0.64 / 0.75 built for AVX-512, 0.90 / 0.88 for AVX2. Work per plane is O(OH*OW +
+0.64 / 0.75 built for AVX-512, 0.90 / 0.88 for AVX2; then the sums of k2s2p0 and k3s2p1
+unrolled: k2s2p0 0.89-1.00, k3s2p1 0.80-0.92 (either build). Work per plane is O(OH*OW +
 OH*W*ceil(kW/sW) + H*W*ceil(kH/sH)), all of it in contiguous runs that vectorise.
 """
 
@@ -137,45 +138,64 @@ _INTERLEAVED = [ir.Constant(VI, [k for i in range(h, h + LANES // 2) for k in (i
                 for h in (0, LANES // 2)]
 
 
-@intrinsic
-def _stride2_t_row(typingctx, q, first0, count0, first1, count1, t, t_at, steps):
-    """A row of t for a column stride of 2, in `steps` steps of 16 column pairs:
-    t[t_at + 2m + rho] = the sum, in order, of q[first_rho + m + d] for d < count_rho (+0.0
-    where count_rho is 0), for m < 16 * steps (q is read and t written that far). One pass,
-    the two residues' sums interleaved in registers."""
-    def codegen(context, builder, signature, args):
-        data = array_data(context, builder, signature, args)
-        q_data, t_data = data(0), data(5)
-        _, first0, count0, first1, count1, _, t_at, steps = args
-        i64 = ir.IntType(64)
-        total = cgutils.alloca_once(builder, VF)
+def _stride2_t_rows(counts: tuple[int, int] | None):
+    """The intrinsic for a row of t with a column stride of 2, in `steps` steps of 16
+    column pairs: t[t_at + 2m + rho] = the sum, in order, of q[first_rho + m + d] for d <
+    count_rho (+0.0 where count_rho is 0), for m < 16 * steps (q is read and t written
+    that far). One pass, the two residues' sums interleaved in registers. `counts`: the
+    counts, fixed when compiled (their sums unrolled), or None: taken at run time, each
+    sum a loop (k2s2p0's rows took 1.4x as long so)."""
+    def stride2_t_row(typingctx, q, first0, count0, first1, count1, t, t_at, steps):
+        def codegen(context, builder, signature, args):
+            data = array_data(context, builder, signature, args)
+            q_data, t_data = data(0), data(5)
+            _, first0, count0, first1, count1, _, t_at, steps = args
+            i64 = ir.IntType(64)
 
-        def load(index):
-            return builder.load(builder.bitcast(builder.gep(q_data, [index]), VF.as_pointer()),
-                                align=4)
+            def load(index):
+                pointer = builder.bitcast(builder.gep(q_data, [index]), VF.as_pointer())
+                return builder.load(pointer, align=4)
 
-        def run_sum(first, count, m):
-            start = builder.add(first, m)
-            none = builder.icmp_unsigned("==", count, i64(0))
-            builder.store(builder.select(none, splat(VF, 0.0), load(start)), total)
-            with cgutils.for_range(builder, builder.select(none, i64(0), builder.sub(
-                    count, i64(1)))) as loop:
-                term = load(builder.add(start, builder.add(loop.index, i64(1))))
-                builder.store(builder.fadd(builder.load(total), term), total)
-            return builder.load(total)
+            def unrolled_sum(start, count: int):
+                terms = [load(builder.add(start, i64(d))) for d in range(count)]
+                result = terms[0] if terms else splat(VF, 0.0)
+                for term in terms[1:]:
+                    result = builder.fadd(result, term)
+                return result
 
-        with cgutils.for_range(builder, steps) as loop:
-            m = builder.mul(loop.index, i64(LANES))
-            even, odd = run_sum(first0, count0, m), run_sum(first1, count1, m)
-            at = builder.add(t_at, builder.add(m, m))
-            for half, mask in enumerate(_INTERLEAVED):
-                pointer = builder.gep(t_data, [builder.add(at, i64(half * LANES))])
-                builder.store(builder.shuffle_vector(even, odd, mask),
-                              builder.bitcast(pointer, VF.as_pointer()), align=4)
-        return context.get_dummy_value()
+            def run_sum(start, count):
+                total = cgutils.alloca_once(builder, VF)
+                none = builder.icmp_unsigned("==", count, i64(0))
+                builder.store(builder.select(none, splat(VF, 0.0), load(start)), total)
+                with cgutils.for_range(builder, builder.select(none, i64(0), builder.sub(
+                        count, i64(1)))) as loop:
+                    term = load(builder.add(start, builder.add(loop.index, i64(1))))
+                    builder.store(builder.fadd(builder.load(total), term), total)
+                return builder.load(total)
 
-    u64 = types.uint64
-    return types.void(q, u64, u64, u64, u64, t, u64, u64), codegen
+            def residue_sum(first, count, m, rho):
+                start = builder.add(first, m)
+                return run_sum(start, count) if counts is None else unrolled_sum(
+                    start, counts[rho])
+
+            with cgutils.for_range(builder, steps) as loop:
+                m = builder.mul(loop.index, i64(LANES))
+                even, odd = residue_sum(first0, count0, m, 0), residue_sum(first1, count1, m, 1)
+                at = builder.add(t_at, builder.add(m, m))
+                for half, mask in enumerate(_INTERLEAVED):
+                    pointer = builder.gep(t_data, [builder.add(at, i64(half * LANES))])
+                    builder.store(builder.shuffle_vector(even, odd, mask),
+                                  builder.bitcast(pointer, VF.as_pointer()), align=4)
+            return context.get_dummy_value()
+
+        u64 = types.uint64
+        return types.void(q, u64, u64, u64, u64, t, u64, u64), codegen
+    stride2_t_row.__doc__ = _stride2_t_rows.__doc__
+    return intrinsic(stride2_t_row)
+
+
+# the column sums of k2s2p0 (counts 1, 1) and k3s2p1 (1, 2) unrolled, any other at run time
+_t_row_1_1, _t_row_1_2, _t_row_any = (_stride2_t_rows(c) for c in ((1, 1), (1, 2), None))
 
 
 @njit(inline="always", error_model="numpy", fastmath={"contract"})
@@ -185,11 +205,17 @@ def _t_row(q, sums, t, oh, width, padded, front, first_offset, last_offset):
     of 2 fills a row in whole vectors)."""
     stride = first_offset.size
     if stride == 2:  # the common case, in registers
-        _stride2_t_row(q, np.uint64(front + first_offset[0]),
-                       np.uint64(max(0, last_offset[0] - first_offset[0] + 1)),
-                       np.uint64(front + first_offset[1]),
-                       np.uint64(max(0, last_offset[1] - first_offset[1] + 1)), t,
-                       np.uint64(oh * width), np.uint64(-(-width // (2 * LANES))))
+        count0 = max(0, last_offset[0] - first_offset[0] + 1)
+        count1 = max(0, last_offset[1] - first_offset[1] + 1)
+        args = (q, np.uint64(front + first_offset[0]), np.uint64(count0),
+                np.uint64(front + first_offset[1]), np.uint64(count1), t,
+                np.uint64(oh * width), np.uint64(-(-width // (2 * LANES))))
+        if count0 == 1 and count1 == 1:
+            _t_row_1_1(*args)
+        elif count0 == 1 and count1 == 2:
+            _t_row_1_2(*args)
+        else:
+            _t_row_any(*args)
         return
     for rho in range(stride):
         first, last = first_offset[rho], last_offset[rho]
