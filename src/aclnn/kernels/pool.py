@@ -279,8 +279,9 @@ def _avg_pool2d_backward(bufs, meta, dims, h_plan, w_factor, w_plan, override, s
         # (negative-index wraparound) kept these short loops from vectorising (3x slower).
         q = np.zeros(padded + 2 * LANES, np.float32)  # a row of q, zero columns around it
         t = np.empty(out_h * width + 2 * LANES, np.float32)
-        # sums[rho * padded + m]: the sum for column stride*m + rho of a row of q
-        sums = np.empty(stride * padded, np.float32)
+        # sums[rho * padded + m]: the sum for column stride*m + rho of a row of q (a stride
+        # of 2 sums in registers)
+        sums = np.empty(0 if stride == 2 else stride * padded, np.float32)
         grad_row = np.empty(out_w, np.float32)
         row = np.empty(width, np.float32)
         for plane in range(chunk * planes // chunks, (chunk + 1) * planes // chunks):
