@@ -20,8 +20,8 @@ GUARD = 0xA5
 
 
 @njit
-def _store(buf, base, n, values):
-    store_f32_row(buf, base, n, values)
+def _store(buf, base, n, values, at=0):
+    store_f32_row(buf, base, n, values, at)
     store_fence()
 
 
@@ -34,13 +34,15 @@ def _aligned_bytes(size: int) -> np.ndarray:
 
 @pytest.mark.parametrize("offset", range(0, 68, 4))
 @pytest.mark.parametrize("n", [0, 1, 15, 16, 17, 31, 32, 47, 48, 49, 112, 113])
-def test_row_lands_exactly(offset, n):
+@pytest.mark.parametrize("at", [0, 5])
+def test_row_lands_exactly(offset, n, at):
+    """values[at:at + n] land at byte `offset`, streamed or not."""
     buf = _aligned_bytes(offset + 4 * n + 128)
-    values = np.random.default_rng(n).standard_normal(n).astype(np.float32)
-    values[: min(n, 3)] = [np.nan, -0.0, np.inf][: min(n, 3)]
-    _store(buf, offset, n, values)
+    values = np.random.default_rng(n).standard_normal(n + at).astype(np.float32)
+    values[at: at + min(n, 3)] = [np.nan, -0.0, np.inf][: min(n, 3)]
+    _store(buf, offset, n, values, at)
     written = buf[offset: offset + 4 * n].view(np.float32)
-    assert written.view(np.uint32).tolist() == values.view(np.uint32).tolist()
+    assert written.view(np.uint32).tolist() == values[at:].view(np.uint32).tolist()
     assert (buf[:offset] == GUARD).all()
     assert (buf[offset + 4 * n:] == GUARD).all()
 

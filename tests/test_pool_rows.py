@@ -72,8 +72,8 @@ print(" ".join(re.findall(r"\\tvmovnt\\w*\\s+%([xyz])mm", asm)))
 def test_f16_lines_are_stored_whole_and_streamed(level, tmp_path):
     """Each line goes out as full vectors (one 64-byte store, or two of 32 bytes built for
     AVX2), never in 16-byte pieces: LLVM folds a float16 store into its conversion, 16
-    bytes each, unless kept from it (built for AVX2 it did, with the opaque zero taken
-    from the line count)."""
+    bytes each, unless kept from it (built for AVX2 it did, with `lanes.pair_loop`'s
+    opaque zero taken from a count the caller had tested)."""
     env = {**os.environ, **(isa.ENVIRONMENTS["avx2"] if level == "avx2" else {}),
            "NUMBA_CACHE_DIR": str(tmp_path)}
     done = subprocess.run([sys.executable, "-c", _LINE_STORES], capture_output=True,

@@ -377,19 +377,19 @@ def store_span(buf, code, base, stride, n, values, at=0):
 
 
 @njit(inline="always", error_model="numpy", fastmath={"contract"})
-def store_f32_row(buf, base, n, values):
-    """values[:n] to the contiguous float32 run at byte `base` of `buf`: with non-temporal
-    stores (the output is not read back, so its lines need not be fetched first) where the
-    run is whole cache lines, else with ordinary ones. Call `store_fence` once the rows are
-    written. Rows of AvgPool2dBackward (float32, 2 threads, AVX-512 CPU) that were not
-    whole lines, streamed between ordinary stores of their ends, took up to 5.5x the time
-    of ordinary stores: 448-byte rows 16 bytes past a line 2.2-2.4x built for AVX2,
-    224-byte ones 16 bytes past a line 1.2-5.5x built for either level, and 1.05-1.13x on
-    lines."""
+def store_f32_row(buf, base, n, values, at=0):
+    """values[at:at + n] to the contiguous float32 run at byte `base` of `buf`: with
+    non-temporal stores (the output is not read back, so its lines need not be fetched
+    first) where the run is whole cache lines, else with ordinary ones. Call `store_fence`
+    once the rows are written. Rows of AvgPool2dBackward (float32, 2 threads, AVX-512
+    CPU) that were not whole lines, streamed between ordinary stores of their ends, took
+    up to 5.5x the time of ordinary stores: 448-byte rows 16 bytes past a line 2.2-2.4x
+    built for AVX2, 224-byte ones 16 bytes past a line 1.2-5.5x built for either level,
+    and 1.05-1.13x on lines."""
     if (buf.ctypes.data + base) % CACHE_LINE_BYTES == 0 and n % 16 == 0:
-        stream_f32x16(buf, base, values, 0, n // 16)
+        stream_f32x16(buf, base, values, at, n // 16)
     else:
-        store_span(buf, F32, base, 4, n, values)
+        store_span(buf, F32, base, 4, n, values, at)
 
 
 @njit(inline="always", error_model="numpy", fastmath={"contract"})

@@ -254,8 +254,10 @@ def pair_loop(builder, code: int, vectors, result, out_at, streaming, prefetched
     is odd. Each pair first prefetches `ahead` bytes past each byte pointer of
     `prefetched(v)` (`prefetch`, non-temporally with `passing`)."""
     two = vectors.type(2)
-    zero = None if code == BF16 else builder.trunc(  # a count's sign bit: 0
-        builder.lshr(vectors, vectors.type(63)), I16)
+    # the output address's sign bit: 0 (a user-space address), which LLVM cannot know (a
+    # count's, used before, it could where the caller had tested the count)
+    zero = None if code == BF16 else builder.trunc(builder.lshr(
+        builder.ptrtoint(out_at(vectors.type(0)), I64), I64(63)), I16)
     with cgutils.for_range(builder, builder.udiv(vectors, two)) as loop:
         v = builder.mul(loop.index, two)
         for pointer in prefetched(v) if prefetched else ():
@@ -283,23 +285,20 @@ STREAMED_ROW_LINES = 3
 @intrinsic
 def stream_f16_lines(typingctx, dst, dst_byte_index, src, src_index, lines):
     """float32 src[src_index:][:32 * lines] rounded to float16 and stored, one 64-byte line
-    at a time (`store_pair`), non-temporally at the 64-byte aligned byte `dst_byte_index`
+    at a time (`pair_loop`), non-temporally at the 64-byte aligned byte `dst_byte_index`
     of the uint8 array dst. Call `bits.store_fence` once the rows are written."""
     def codegen(context, builder, signature, args):
         data = array_data(context, builder, signature, args)
         _, at, _, first, lines = args
         narrowed = narrower(builder, F16)
-        zero = builder.trunc(builder.lshr(at, at.type(63)), I16)  # not provably 0
 
-        def vector(index):
-            pointer = builder.gep(data(2), [index])
+        def result(v):
+            pointer = builder.gep(data(2), [builder.add(first, builder.mul(v, I64(LANES)))])
             return narrowed(builder.load(builder.bitcast(pointer, VF.as_pointer()), align=4))
 
-        with cgutils.for_range(builder, lines) as loop:
-            index = builder.add(first, builder.mul(loop.index, I64(2 * LANES)))
-            store_pair(builder, vector(index), vector(builder.add(index, I64(LANES))),
-                       builder.gep(data(0), [builder.add(at, builder.mul(loop.index, I64(64)))]),
-                       ir.IntType(1)(1), zero)
+        pair_loop(builder, F16, builder.shl(lines, I64(1)), result,
+                  lambda v: builder.gep(data(0), [builder.add(at, builder.mul(v, I64(2 * LANES)))]),
+                  ir.IntType(1)(1))
         return context.get_dummy_value()
 
     return types.none(dst, types.uint64, src, types.uint64, types.uint64), codegen

@@ -301,8 +301,7 @@ def _avg_pool2d_backward(bufs, meta, dims, h_plan, w_factor, w_plan, override, s
                 if hi - lo == 1 and not round_row:
                     # one row of windows covers this row: its row of t is stored as it is
                     if streamed:
-                        store_f32_row(gi, out + ih * meta[1, 4], width,
-                                      t[lo * width:(lo + 1) * width])
+                        store_f32_row(gi, out + ih * meta[1, 4], width, t, lo * width)
                     elif half_lines:
                         store_f16_row(gi, out + ih * meta[1, 4], width, t, lo * width)
                     else:
