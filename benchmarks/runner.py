@@ -55,7 +55,7 @@ def _other_levels(args: argparse.Namespace, argv) -> int:
     status = 0
     for level in isa.levels()[1:]:
         json_path = args.json.with_name(f"{args.json.stem}-{level}{args.json.suffix}")
-        command = [sys.executable, "-m", "benchmarks", *(argv or []), "--isa", level,
+        command = [sys.executable, "-m", "benchmarks", *argv, "--isa", level,
                    "--json", str(json_path)]
         print(f"\n== instruction-set level {level}", flush=True)
         done = subprocess.run(command, env={**os.environ, **isa.ENVIRONMENTS.get(level, {})})
@@ -144,6 +144,7 @@ def verdict_lines(rows: list[Row], cases: list[Case]) -> list[str]:
 
 def main(argv=None) -> int:
     """Run the selected cases, print the table and the verdicts, write the JSON file."""
+    argv = sys.argv[1:] if argv is None else list(argv)  # passed on to the other levels
     args = parse_args(argv)
     level = args.isa or isa.native_level()
     status = 0 if args.isa else _other_levels(args, argv)

@@ -2,9 +2,11 @@
 targets judged against a same-run reference, and the notes that say when a torch/ours
 target was out of reach."""
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
-from benchmarks import isa, probe
+from benchmarks import isa, probe, runner
 from benchmarks.cases import Case, note_bandwidth_ceilings
 from benchmarks.harness import (
     Row,
@@ -167,3 +169,27 @@ def test_result_table_renders_every_row_and_column():
     assert gelu[3:] == ["avx2", "9.80", "12.10", "1.23", "20.5", "-", "FAIL"]
     tiny = next(line for line in text.splitlines() if "tiny" in line).split()
     assert tiny[1:] == ["avx2", "0.0136", "-", "-", "-", "-", "PASS"]
+
+
+class StopRun(Exception):
+    """Stands in for this level's own work, once the other levels were started."""
+
+
+def _stop_run():
+    raise StopRun
+
+
+def test_other_levels_run_the_same_selection(monkeypatch):
+    """`python -m benchmarks --only X --quick` runs the other instruction-set levels with
+    the same options (each in a process of its own, compiled for its level)."""
+    commands = []
+    monkeypatch.setattr(isa, "levels", lambda: ["avx512", "avx2"])
+    monkeypatch.setattr(runner.subprocess, "run", lambda command, env: commands.append(
+        command) or SimpleNamespace(returncode=0))
+    monkeypatch.setattr(runner, "init_runtime", _stop_run)
+    monkeypatch.setattr("sys.argv", ["benchmarks", "--only", "avgpool", "--quick"])
+    with pytest.raises(StopRun):
+        runner.main()
+    (command,) = commands
+    assert command[3:] == ["--only", "avgpool", "--quick", "--isa", "avx2", "--json",
+                           str(runner.DEFAULT_JSON.with_name("results-avx2.json"))]

@@ -91,11 +91,26 @@ def test_short_rows_share_a_tile():
     shorter (as many as the row dim has), else CHUNK columns of one row."""
     def tile(rows, cols):
         shape = [1] * 6 + [rows, cols]
-        return pointwise._tile_shape(shape, [[0] * 6 + [4 * cols, 4], [0] * 6 + [4, 0]])
+        return pointwise._tile_shape(shape, [[0] * 6 + [4 * cols, 4], [0] * 6 + [4, 0]], 4)
 
     assert tile(1000, 17) == (4096 // 17, pointwise.CHUNK)
     assert tile(3, 40) == (3, pointwise.CHUNK)
     assert tile(1000, 4096) == tile(1000, 5000) == (1, pointwise.CHUNK)
+
+
+def test_staged_tiles_hold_the_same_bytes():
+    """A staged tile holds STAGED_TILE_BYTES in the rows' dtype: twice the rows in 16-bit
+    rows, so each column of the staged operand is read as 512 bytes of its own row."""
+    def tile(rows, cols, row_bytes):
+        shape = [1] * 6 + [rows, cols]
+        strides = [[0] * 6 + [row_bytes * cols, row_bytes], [0] * 6 + [row_bytes, row_bytes * rows]]
+        return pointwise._tile_shape(shape, strides, row_bytes)
+
+    assert tile(4096, 4096, 4) == (128, 4096)
+    assert tile(4096, 4096, 2) == (256, 4096)
+    assert tile(4096, 5000, 2) == (256, 4096)
+    assert tile(100, 4096, 2) == (100, 4096)
+    assert tile(9000, 1000, 2) == (1040, 1000)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -119,6 +134,18 @@ def test_transposed_wider_than_a_tile(op, dtype):
     devices = [hosts[0], transposed(hosts[1])] + hosts[2:]
     try:
         run_and_check(op, devices, dtype)
+    finally:
+        devices[1].free()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_transposed_taller_than_a_tile(dtype):
+    """Rows past one staged tile's (256 of 16-bit rows, 128 of float32 ones) and columns
+    past its 4096: tiles below and beside others, each staged on its own."""
+    hosts = operands("smooth_l1", [(300, 4096 + 40)] * 3, dtype)
+    devices = [hosts[0], transposed(hosts[1])] + hosts[2:]
+    try:
+        run_and_check("smooth_l1", devices, dtype)
     finally:
         devices[1].free()
 

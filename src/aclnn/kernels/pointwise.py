@@ -58,7 +58,7 @@ from .typed import VIEW_DTYPE
 CHUNK = 4096  # elements per tile when no operand is staged (see `_tile_shape`)
 BLOCK = 16  # the side of the blocks `transpose_x16` turns
 STAGED_COLS = 4096  # the widest tile when an operand is staged (see `_tile_shape`)
-STAGED_TILE = 128 * STAGED_COLS  # elements per such tile (2 MiB of float32 staged)
+STAGED_TILE_BYTES = 2 << 20  # bytes per such tile, staged in the rows' dtype
 BAND_TILES = 2  # column tiles per band of tall tiles (see `_tile_span`)
 RUNS = 64  # the tiled kernel's parallel work items
 _INNER = 2 + MAX_RANK - 1  # meta column of the innermost byte stride
@@ -353,7 +353,7 @@ def _scalar_reader(op: StridedOperand):
     return lambda: float(view[0])
 
 
-def _tile_shape(shape, strides) -> tuple[int, int]:
+def _tile_shape(shape, strides, row_bytes: int) -> tuple[int, int]:
     """Tiles of CHUNK elements: up to CHUNK columns of one row, or as many whole rows as
     fit when rows are shorter. Each tile pays a fixed cost (locating every operand's first
     element and rows, 100-250 ns): with one row per tile, a broadcast target over [R, 64]
@@ -363,28 +363,29 @@ def _tile_shape(shape, strides) -> tuple[int, int]:
     When an operand strides past a cache line along the innermost dim (a transposed view),
     it is staged, in tiles of up to STAGED_COLS columns, so the other operands still stream
     long runs (whole rows of 4096 lie end to end), and as many rows (a multiple of BLOCK) as
-    fill STAGED_TILE elements, so the staged operand is read several cache lines at a time
-    along each of its rows. On 4096 x 4096 float32 with self transposed, alternating calls
-    in one process: 64 x 4096 tiles ran at 0.61-0.78 of the contiguous call's rate where the
-    earlier 16 x 256 ran at 0.38-0.65 (32 x 4096: 0.51-0.54, 64 x 2048: 0.45-0.55); once the
-    outputs were streamed, 128 x 4096 ran at 0.71-0.73 where 64 x 4096 ran at 0.67-0.68 (192
-    x 4096: 0.73-0.75). Without a staging tile, each 16 x 16 block computed from registers
-    as it is transposed, it ran at 0.44-0.55: the other operands are then read 64 bytes per
-    row at a time; staging the next tile a slice after each row of this one ran at
-    0.61-0.66. Staging alone (same shape, two threads) took 5.2 ms in float32 and 3.5 ms in
-    float16, of which 55-60 % was its stores missing the caches (2.4 and 1.5 ms with every
-    row stored to one place), and ran 1.8x as fast on two threads as on one: it is bound per
-    core, not by the memory bus. No faster on AVX2, each as its ratio to the contiguous call
-    timed alternately in one process: software prefetch of the staged operand's lines (1-8
-    blocks ahead into any cache level, or the next tile's during this tile's rows), huge
-    pages, and tiles of 16-64 rows by 4096 columns or 64-128 rows by 512-1024 columns (a
-    staging area that stays in L2 gives the other operands short rows, which cost more than
-    the stores save: float32 0.43-0.63 against 0.56-0.67, float16 0.27-0.50 against
-    0.50-0.56)."""
+    fill STAGED_TILE_BYTES in the rows' dtype (`row_bytes` each), so the staged operand is
+    read 512 bytes at a time along each of its rows, in float32 and 16-bit rows alike. On
+    4096 x 4096 with self transposed, alternating calls in one process: float32 64 x 4096
+    tiles ran at 0.61-0.78 of the contiguous call's rate where the earlier 16 x 256 ran at
+    0.38-0.65 (32 x 4096: 0.51-0.54, 64 x 2048: 0.45-0.55); once the outputs were streamed,
+    128 x 4096 ran at 0.71-0.73 where 64 x 4096 ran at 0.67-0.68 (192 x 4096: 0.73-0.75, 256
+    x 4096 no faster); float16 256 x 4096 ran 1.10-1.15x as fast as 128 x 4096 at either
+    ISA level. Staging and computing add up: float16 256 x 4096, staging alone 1.4-1.5 ms
+    (its reads 0.9, its transposes and stores 0.65-0.7, whatever the tile's height), the
+    rows alone 1.9-2.2, the call 3.8-4.1; the staged operand's reads slow down with shorter
+    runs (64 and 128 bytes: 2.4-2.6 ms). No faster: staging the next tile 16 x 16 blocks at
+    a time between pieces of this tile's rows (0.66-0.67 against 0.69-0.70), a staged
+    operand in huge pages, each 16 x 16 block computed from registers as it is transposed
+    (0.44-0.55: the other operands are then read 64 bytes per row at a time), software
+    prefetch of the staged operand's lines (1-8 blocks ahead into any cache level, or the
+    next tile's during this tile's rows), and tiles of 16-64 rows by 4096 columns or 64-128
+    rows by 512-1024 columns (a staging area that stays in L2 gives the other operands
+    short rows, which cost more than the stores save: float32 0.43-0.63 against 0.56-0.67,
+    float16 0.27-0.50 against 0.50-0.56)."""
     if not any(abs(s[-1]) > CACHE_LINE_BYTES for s in strides):
         return max(1, min(shape[-2], CHUNK // max(shape[-1], 1))), CHUNK
     cols = min(shape[-1], STAGED_COLS)
-    rows = max(BLOCK, STAGED_TILE // cols // BLOCK * BLOCK)
+    rows = max(BLOCK, STAGED_TILE_BYTES // (row_bytes * cols) // BLOCK * BLOCK)
     return min(rows, shape[-2]), cols
 
 
@@ -421,9 +422,10 @@ class PointwiseLaunch:
             meta = np.array([[op.code, op.byte_offset, *s] for op, s in zip(operands, strides)],
                             dtype=np.int64)
             out_bytes = math.prod(iter_shape) * VIEW_DTYPE[operands[-1].code].itemsize
+            row_code = _row_code(operands, strides, params)
             args = (tuple(op.buffer for op in operands), meta, np.array(iter_shape, np.int64),
-                    *_tile_shape(iter_shape, strides), params, _too_large_to_cache(out_bytes),
-                    _row_code(operands, strides, params))
+                    *_tile_shape(iter_shape, strides, element_bytes(row_code)), params,
+                    _too_large_to_cache(out_bytes), row_code)
             self._run = lambda: _tiled_backward(*args)
 
     def __call__(self) -> None:
