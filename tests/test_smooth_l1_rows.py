@@ -158,3 +158,6 @@ def test_compiled_kernel_streams_and_fences(dtype):
     asm = kernel.inspect_asm(kernel.signatures[0])
     assert re.search(r"\tvmovnt", asm) and re.search(r"\tsfence", asm)
     assert bool(re.search(r"\tprefetcht0", asm)) == (dtype != np.float32)  # 16-bit loops
+    distances = {int(d) for d in re.findall(r"\tprefetcht0\t(\d+)\(", asm)}
+    ahead = smooth_l1_rows.FLAT_PREFETCH_BYTES
+    assert distances <= {ahead, ahead + 64}  # a pair of vectors, one line, or two (AVX2)

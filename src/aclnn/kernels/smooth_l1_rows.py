@@ -27,10 +27,12 @@ The kernel is bound by memory. A plain store first reads the line it writes; a
 non-temporal one does not, so for outputs too large to stay in the caches the vectors go
 to memory with streaming stores: about 20 % less time for a 3-read-1-write float32 loop
 over 16M elements on this project's machine (3.2-5.7 ms vs 4.1-6.9 ms, three runs).
-The 16-bit loops, slowed by their conversions, also prefetch their operands
-PREFETCH_BYTES ahead: 16M elements, 2 threads, AVX2, alternating with the loop without
-it: float16 0.82-0.94 of the time, bfloat16 0.84-0.89 (one thread: 0.86 and 0.77), in
-cache unchanged; the float32 loop gained 2 % (noise), so it has none.
+The 16-bit loops, slowed by their conversions, also prefetch their operands ahead: 16M
+elements, 2 threads, AVX2, alternating with the loop without it: float16 0.82-0.94 of the
+time, bfloat16 0.84-0.89 (one thread: 0.86 and 0.77), in cache unchanged; the float32
+loop gained 2 % (noise), so it has none. How far ahead is the caller's choice: the
+contiguous kernel goes FLAT_PREFETCH_BYTES ahead, the tiled kernel's rows ROW_PREFETCH_BYTES
+(see those).
 """
 
 from __future__ import annotations
@@ -57,20 +59,29 @@ from .typed import element_code
 
 BLOCK = 4096  # elements per row
 RUNS = 64  # parallel work items
-PREFETCH_BYTES = 512  # how far ahead of its loads a 16-bit row loop prefetches
+# How far ahead of its loads the contiguous kernel's 16-bit loop prefetches. 16M elements,
+# alternating in one process, as fractions of a streamed triad moving the same bytes:
+# built for AVX2, float16 with 8192 bytes 1.22-1.30 where 512 gave 0.70-0.78 when memory
+# was fast (triad 1.3 ms), 1.05-1.09 against 0.95-0.97 when it was slower (2.3 ms);
+# bfloat16 1.11 against 0.94; 2048 and 4096 in between. Built for AVX-512: float16 the
+# same (1.03-1.08 against 0.98-1.10), bfloat16 1.03 against 0.91.
+FLAT_PREFETCH_BYTES = 8192
+# The tiled kernel's rows keep 512: with 8192, float16 4096 x 4096 with a broadcast target
+# took 1.07-1.10x as long (a self transposed 0.95-0.97x).
+ROW_PREFETCH_BYTES = 512
 _PAD = 4 * LANES  # one vector of float32; the pad holds x, y, g, o at 0, 64, 128, 192
 PAD_BYTES = 4 * _PAD  # the `pad` scratch of a row
 
 
 def _row_block(code: int):
     """The vector loop over `vectors` vectors of elements of `code` at byte offsets of
-    uint8 arrays (see `smooth_l1_row` for `factor`, `mode` and `has_grad`); `scaled`: the
-    scale is not 1 (else it is not multiplied by); `streaming`: stored non-temporally (see
-    `lanes.store`)."""
+    uint8 arrays (see `smooth_l1_row` for `factor`, `mode`, `has_grad` and `ahead`);
+    `scaled`: the scale is not 1 (else it is not multiplied by); `streaming`: stored
+    non-temporally (see `lanes.store`)."""
     step_bytes = LANES * element_bytes(code)
 
     def block(typingctx, g, g_at, x, x_at, y, y_at, o, o_at, vectors, factor, scale, has_grad,
-              mode, scaled, streaming):
+              mode, scaled, streaming, ahead):
         def codegen(context, builder, signature, args):
             def address(i, at, v):
                 data = context.make_array(signature.args[i])(context, builder, value=args[i])
@@ -81,7 +92,7 @@ def _row_block(code: int):
                 return loaded(address(i, at, v))
 
             (_, g_at, _, x_at, _, y_at, _, o_at, vectors, factor, scale, has_grad, mode,
-             scaled, streaming) = args
+             scaled, streaming, ahead) = args
             ir_step = vectors.type(step_bytes)
             loaded, narrowed = row_loader(builder, code), row_narrower(builder, code)
             factor_v, scale_v = broadcast(builder, factor, VF), broadcast(builder, scale, VF)
@@ -113,7 +124,7 @@ def _row_block(code: int):
                 operands = ((2, x_at), (4, y_at), (0, g_at))[:3 if form[1] else 2]
                 pair_loop(builder, code, vectors, lambda v: result(v, form),
                           lambda v: address(6, o_at, v), streaming,
-                          lambda v: [address(i, at, v) for i, at in operands], PREFETCH_BYTES)
+                          lambda v: [address(i, at, v) for i, at in operands], ahead)
 
             def branches(choices, form=()) -> None:
                 """One loop per combination of the run-time choices, picked outside it:
@@ -139,7 +150,7 @@ def _row_block(code: int):
 
         sig = types.none(g, types.intp, x, types.intp, y, types.intp, o, types.intp,
                          types.intp, types.float32, types.float32, types.boolean, types.intp,
-                         types.boolean, types.boolean)
+                         types.boolean, types.boolean, types.intp)
         return sig, codegen
     block.__doc__ = _row_block.__doc__
     return intrinsic(block)
@@ -167,39 +178,40 @@ def slope_factor(beta: float) -> tuple[np.float32, int]:
 
 @njit(inline="always", error_model="numpy", fastmath={"contract"})
 def _vectors(code, g, g_at, x, x_at, y, y_at, o, o_at, vectors, factor, mode, scale,
-             has_grad, streaming):
+             has_grad, streaming, ahead):
     """`vectors` vectors of a row, by the block of `code`."""
     scaled = scale != np.float32(1)
     if code == F32:
         _f32_block(g, g_at, x, x_at, y, y_at, o, o_at, vectors, factor, scale, has_grad,
-                   mode, scaled, streaming)
+                   mode, scaled, streaming, ahead)
     elif code == F16:
         _f16_block(g, g_at, x, x_at, y, y_at, o, o_at, vectors, factor, scale, has_grad,
-                   mode, scaled, streaming)
+                   mode, scaled, streaming, ahead)
     else:
         _bf16_block(g, g_at, x, x_at, y, y_at, o, o_at, vectors, factor, scale, has_grad,
-                    mode, scaled, streaming)
+                    mode, scaled, streaming, ahead)
 
 
 @njit(inline="always", error_model="numpy", fastmath={"contract"})
 def smooth_l1_row(code, g, g_at, x, x_at, y, y_at, o, o_at, n, factor, mode, scale,
-                  has_grad, streaming, pad):
+                  has_grad, streaming, pad, ahead=ROW_PREFETCH_BYTES):
     """o = g * slope(x - y) * scale (g unread without `has_grad`) for a row of n elements of
     one dtype (`code`) at byte offsets of the uint8 arrays g, x, y, o; the slope's quotient
     computed as `slope_factor` says (factor, mode). `streaming`: whole vectors are stored
     non-temporally (o_at aligned to 64 bytes; a `store_fence` before the results are used).
-    The last partial vector goes through `pad` (PAD_BYTES of uint8), so every element is
-    computed by the same code."""
+    16-bit rows prefetch their inputs `ahead` bytes ahead of their loads. The last partial
+    vector goes through `pad` (PAD_BYTES of uint8), so every element is computed by the
+    same code."""
     vectors, done, rest = split_row(code, n)
     _vectors(code, g, g_at, x, x_at, y, y_at, o, o_at, vectors, factor, mode, scale,
-             has_grad, streaming)
+             has_grad, streaming, ahead)
     if rest:
         pad[:] = 0
         copy_bytes(pad, 0, x, x_at + done, rest)
         copy_bytes(pad, _PAD, y, y_at + done, rest)
         copy_bytes(pad, 2 * _PAD, g, g_at + done, rest)
         _vectors(code, pad, 2 * _PAD, pad, 0, pad, _PAD, pad, 3 * _PAD, 1, factor, mode,
-                 scale, has_grad, False)
+                 scale, has_grad, False, 0)
         copy_bytes(o, o_at + done, pad, 3 * _PAD, rest)
 
 
@@ -222,6 +234,6 @@ def smooth_l1_flat(g, x, y, o, factor, mode, scale, streaming):
         for b in range(run * blocks // runs, (run + 1) * blocks // runs):
             at = b * BLOCK * o.itemsize
             smooth_l1_row(code, gb, at, xb, at, yb, at, ob, at, min(BLOCK, n - b * BLOCK),
-                          factor, mode, scale, has_grad, streaming, pad)
+                          factor, mode, scale, has_grad, streaming, pad, FLAT_PREFETCH_BYTES)
         if streaming:
             store_fence()
