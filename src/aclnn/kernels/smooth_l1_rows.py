@@ -63,8 +63,10 @@ RUNS = 64  # parallel work items
 # alternating in one process, as fractions of a streamed triad moving the same bytes:
 # built for AVX2, float16 with 8192 bytes 1.22-1.30 where 512 gave 0.70-0.78 when memory
 # was fast (triad 1.3 ms), 1.05-1.09 against 0.95-0.97 when it was slower (2.3 ms);
-# bfloat16 1.11 against 0.94; 2048 and 4096 in between. Built for AVX-512: float16 the
-# same (1.03-1.08 against 0.98-1.10), bfloat16 1.03 against 0.91.
+# bfloat16 1.11 against 0.94; 2048 and 4096 in between while memory was fast, 2048 as
+# good when slower. Built for AVX-512: float16 the same (1.03-1.08 against 0.98-1.10),
+# bfloat16 1.03 against 0.91. With a 10 ms pause before each call (as the benchmark
+# times), float16 AVX2 0.92-0.93 against 0.84-0.92.
 FLAT_PREFETCH_BYTES = 8192
 # The tiled kernel's rows keep 512: with 8192, float16 4096 x 4096 with a broadcast target
 # took 1.07-1.10x as long (a self transposed 0.95-0.97x).
