@@ -247,13 +247,12 @@ def store_pair(builder, first, second, pointer, streaming, zero) -> None:
 
 
 def pair_loop(builder, code: int, vectors, result, out_at, streaming, prefetched=(),
-              ahead=0, passing: bool = False) -> None:
+              ahead=None, passing: bool = False) -> None:
     """The vector loop of a 16-bit row of `vectors` vectors: the results (`result(v)`, from
     `narrower`) stored at the byte pointers `out_at(v)` two at a time, one 64-byte line each
     (`store_pair`, streamed where the i1 `streaming`), the last one alone where their count
-    is odd. Each pair first prefetches `ahead` bytes (a number, or a value of the vectors'
-    type) past each byte pointer of `prefetched(v)` (`prefetch`, non-temporally with
-    `passing`)."""
+    is odd. Each pair first prefetches `ahead` bytes (a value of the vectors' type) past
+    each byte pointer of `prefetched(v)` (`prefetch`, non-temporally with `passing`)."""
     two = vectors.type(2)
     # the output address's sign bit: 0 (a user-space address), which LLVM cannot know (a
     # count's, used before, it could where the caller had tested the count)
@@ -262,8 +261,7 @@ def pair_loop(builder, code: int, vectors, result, out_at, streaming, prefetched
     with cgutils.for_range(builder, builder.udiv(vectors, two)) as loop:
         v = builder.mul(loop.index, two)
         for pointer in prefetched(v) if prefetched else ():
-            distance = ahead if isinstance(ahead, ir.Value) else vectors.type(ahead)
-            prefetch(builder, builder.gep(pointer, [distance]), passing)
+            prefetch(builder, builder.gep(pointer, [ahead]), passing)
         store_pair(builder, result(v), result(builder.add(v, vectors.type(1))), out_at(v),
                    streaming, zero)
     with builder.if_then(builder.trunc(vectors, ir.IntType(1))):  # odd count

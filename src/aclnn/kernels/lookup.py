@@ -79,7 +79,7 @@ def _lookup_block(code: int):
 
             pair_loop(builder, code, vectors, result, lambda v: address(2, v),
                       as_i1(builder, streaming), lambda v: [address(0, v), address(1, v)],
-                      _PREFETCH_BYTES, passing=True)
+                      vectors.type(_PREFETCH_BYTES), passing=True)
             return context.get_dummy_value()
 
         return types.none(g, x, o, types.intp, types.intp, table, types.boolean), codegen

@@ -238,6 +238,21 @@ def _t_row(q, sums, t, oh, width, padded, front, first_offset, last_offset):
             t[at + step * m] = sums[r0 + m]
 
 
+@njit(inline="always", error_model="numpy", fastmath={"contract"})
+def _store_row(gi, meta, at, width, values, first):
+    """values[first:first + width] to the row of gradInput (`meta[1]`) at byte `at`,
+    rounded to its dtype: contiguous float32 rows by `bits.store_f32_row`, contiguous
+    float16 ones by `lanes.store_f16_row` where a vector fills a line (`LINE_VECTORS`),
+    streamed where that pays; any other row through its stride."""
+    code, step = meta[1, 0], meta[1, 5]
+    if code == F32 and step == 4:
+        store_f32_row(gi, at, width, values, first)
+    elif LINE_VECTORS and code == F16 and step == 2:
+        store_f16_row(gi, at, width, values, first)
+    else:
+        store_span(gi, code, at, step, width, values, np.uint64(first))
+
+
 @njit(parallel=True, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
 def _avg_pool2d_backward(bufs, meta, dims, h_plan, w_factor, w_plan, override, scaling):
     """bufs: (gradOutput, gradInput); meta rows [code, byte offset, byte strides N, C, H, W];
@@ -257,8 +272,6 @@ def _avg_pool2d_backward(bufs, meta, dims, h_plan, w_factor, w_plan, override, s
     go, gi = bufs[0], bufs[1]
     # half_out: the sums rounded to float16, unless the store itself rounds them to float16
     round_row = half_out and meta[1, 0] != F16
-    streamed = meta[1, 0] == F32 and meta[1, 5] == 4  # contiguous float32 rows
-    half_lines = LINE_VECTORS and meta[1, 0] == F16 and meta[1, 5] == 2  # and float16 rows
     w_divisor = w_factor.astype(np.float32)  # exact: window extents are small integers
     # each window's divisor (divide) or multiplier, the same for every plane
     window_factor = np.empty(out_h * out_w, np.float32)
@@ -300,13 +313,7 @@ def _avg_pool2d_backward(bufs, meta, dims, h_plan, w_factor, w_plan, override, s
                     ready += 1
                 if hi - lo == 1 and not round_row:
                     # one row of windows covers this row: its row of t is stored as it is
-                    if streamed:
-                        store_f32_row(gi, out + ih * meta[1, 4], width, t, lo * width)
-                    elif half_lines:
-                        store_f16_row(gi, out + ih * meta[1, 4], width, t, lo * width)
-                    else:
-                        store_span(gi, meta[1, 0], out + ih * meta[1, 4], meta[1, 5], width,
-                                   t, np.uint64(lo * width))
+                    _store_row(gi, meta, out + ih * meta[1, 4], width, t, lo * width)
                     continue
                 if lo < hi:
                     t0 = np.uint64(lo * width)
@@ -321,12 +328,7 @@ def _avg_pool2d_backward(bufs, meta, dims, h_plan, w_factor, w_plan, override, s
                 if round_row:
                     for iw in range(np.uint64(width)):
                         row[iw] = round_to_half(row[iw])
-                if streamed:
-                    store_f32_row(gi, out + ih * meta[1, 4], width, row)
-                elif half_lines:
-                    store_f16_row(gi, out + ih * meta[1, 4], width, row, 0)
-                else:
-                    store_span(gi, meta[1, 0], out + ih * meta[1, 4], meta[1, 5], width, row)
+                _store_row(gi, meta, out + ih * meta[1, 4], width, row, 0)
         store_fence()
 
 
