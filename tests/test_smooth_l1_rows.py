@@ -8,12 +8,16 @@ stores, the padded tail, the folded scalar gradient and the integer rounding of 
 cache-line aligned outputs; and on x86 the compiled kernel really streams (`movnt`, which
 LLVM drops for float16 unless the vectors are paired) and fences (`sfence`)."""
 
+import os
 import platform
 import re
+import subprocess
+import sys
 
 import ml_dtypes
 import numpy as np
 import pytest
+from benchmarks import isa
 from numba import njit
 
 import reference as R
@@ -158,6 +162,35 @@ def test_compiled_kernel_streams_and_fences(dtype):
     asm = kernel.inspect_asm(kernel.signatures[0])
     assert re.search(r"\tvmovnt", asm) and re.search(r"\tsfence", asm)
     assert bool(re.search(r"\tprefetcht0", asm)) == (dtype != np.float32)  # 16-bit loops
-    distances = {int(d) for d in re.findall(r"\tprefetcht0\t(\d+)\(", asm)}
-    ahead = smooth_l1_rows.FLAT_PREFETCH_BYTES
-    assert distances <= {ahead, ahead + 64}  # a pair of vectors, one line, or two (AVX2)
+
+
+_PREFETCH_DISTANCES = """
+import re, numpy as np
+from aclnn.kernels import smooth_l1_rows as s
+from aclnn.kernels.bits import F16
+from aclnn.kernels.typed import VIEW_DTYPE
+kernel = s.smooth_l1_flat  # compiled here: NUMBA_CACHE_DIR is empty
+raw = np.zeros(256, np.uint8)
+out = raw[-raw.ctypes.data % 64:][:128].view(VIEW_DTYPE[F16])  # streamed: on a line
+a = np.zeros(64, VIEW_DTYPE[F16])
+kernel(a, a, a, out, np.float32(1), 0, np.float32(1), True)
+asm = kernel.inspect_asm(kernel.signatures[0])
+print(" ".join(sorted(set(re.findall(r"\\tprefetcht0\\t(\\d+)\\(", asm)))))
+"""
+
+
+@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"),
+                    reason="the instructions checked are x86's")
+@pytest.mark.parametrize("level", ["native", "avx2"])
+def test_contiguous_16bit_loop_prefetch_distance(level, tmp_path):
+    """The contiguous kernel's float16 loop prefetches its inputs FLAT_PREFETCH_BYTES
+    ahead (a pair of vectors: one line, or two where a vector is half a line): 512 bytes
+    built for AVX-512, 8192 for AVX2, not the tiled rows' ROW_PREFETCH_BYTES there."""
+    env = {**os.environ, **(isa.ENVIRONMENTS["avx2"] if level == "avx2" else {}),
+           "NUMBA_CACHE_DIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", _PREFETCH_DISTANCES], capture_output=True,
+                          text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    ahead = 512 if level == "native" and lanes.LINE_VECTORS else 8192
+    assert set(map(int, done.stdout.split())) <= {ahead, ahead + 64}
+    assert ahead in set(map(int, done.stdout.split()))

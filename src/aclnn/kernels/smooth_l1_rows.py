@@ -45,6 +45,7 @@ from numba.extending import intrinsic
 from .bits import BF16, F16, F32, copy_bytes, element_bytes, store_fence
 from .lanes import (
     LANES,
+    LINE_VECTORS,
     VF,
     as_i1,
     broadcast,
@@ -61,13 +62,15 @@ BLOCK = 4096  # elements per row
 RUNS = 64  # parallel work items
 # How far ahead of its loads the contiguous kernel's 16-bit loop prefetches. 16M elements,
 # alternating in one process, as fractions of a streamed triad moving the same bytes:
-# built for AVX2, float16 with 8192 bytes 1.22-1.30 where 512 gave 0.70-0.78 when memory
-# was fast (triad 1.3 ms), 1.05-1.09 against 0.95-0.97 when it was slower (2.3 ms);
-# bfloat16 1.11 against 0.94; 2048 and 4096 in between while memory was fast, 2048 as
-# good when slower. Built for AVX-512: float16 the same (1.03-1.08 against 0.98-1.10),
-# bfloat16 1.03 against 0.91. With a 10 ms pause before each call (as the benchmark
-# times), float16 AVX2 0.92-0.93 against 0.84-0.92.
-FLAT_PREFETCH_BYTES = 8192
+# - built for AVX2 (one 64-byte line takes two vector stores), 8192 bytes against 512:
+#   float16 1.22-1.30 against 0.70-0.78 when memory was fast (triad 1.3 ms), 1.05-1.09
+#   against 0.95-0.97 when slower (2.3 ms), in later runs 1.06 against 1.02, 0.94 against
+#   0.96 (10 ms pause before each call, as the benchmark times); bfloat16 1.11 against
+#   0.94, later 1.04 against 1.06;
+# - built for AVX-512 (a vector fills a line, `LINE_VECTORS`): first the same (float16
+#   1.03-1.08 against 0.98-1.10, bfloat16 1.03 against 0.91), then in four later runs
+#   float16 1.04-1.05 against 1.15-1.17 and bfloat16 1.02-1.04 against 1.07: 512 there.
+FLAT_PREFETCH_BYTES = 512 if LINE_VECTORS else 8192
 # The tiled kernel's rows keep 512: with 8192, float16 4096 x 4096 with a broadcast target
 # took 1.07-1.10x as long (a self transposed 0.95-0.97x).
 ROW_PREFETCH_BYTES = 512
