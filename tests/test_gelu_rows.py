@@ -249,8 +249,9 @@ def _scalar_derivatives(x, use_tanh):
                 e = _scalar_scaled_exp(a * a)
             t = f(1.0) / _fma(a, gelu_rows._T_SCALE, f(1.0))
             linear = (gelu_rows._ROOT_HI - a) + gelu_rows._ROOT_LO
-            q = e * (linear * _horner(t, gelu_rows._GELU_V_SCALED))
-            out[i] = f(-0.0) + q if math.copysign(1.0, x[i]) < 0 else f(1.0) - q
+            p = linear * _horner(t, gelu_rows._GELU_V_SCALED)
+            negative = math.copysign(1.0, x[i]) < 0  # q = p e, or 1 - q by one rounding
+            out[i] = _fma(p if negative else -p, e, f(0.0) if negative else f(1.0))
     return out
 
 

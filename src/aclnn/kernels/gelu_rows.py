@@ -24,11 +24,13 @@ in the tanh form, adds up to 0.8; e that small only reach results that the bar's
 term covers). The factor 2**-64 is taken off in the final term only, after the lanes whose
 result rounds to 0 or 1 anyway (|x| past ERF_TAIL / TANH_TAIL) were set to 0: only a lane
 whose GELU' is itself subnormal makes a subnormal (x86 takes a slow microcode assist for
-each), and those are rounded once, as float32 results. They still cost: self uniform in
-+-100 has 0.63 % of them (x in (-14.6, -13.2), erf form), and took 1.2x the time of N(0, 1)
-in cache, built for AVX-512 or AVX2; with those values moved out of that band, 0.9-1.0x.
-Flushing them to 0 would keep float32 results within SPEC §10's 2**-22 |g|, but not
-bfloat16 ones within their 1 ULP (bfloat16 has subnormals too), so they are kept.
+each operation that makes or takes one), rounded once, as a float32 result. In the erf
+form one FMA makes it and the product with g takes it (see `by_sign`): self uniform in
++-100 has 0.63 % of them (x in (-14.6, -13.2)), and took 0.99x the time of N(0, 1) in
+cache built for AVX2, 1.14x for AVX-512 (1.17x and 1.33x when q was a product that two
+more operations took). Flushing them to 0 would keep float32 results within SPEC §10's
+2**-22 |g|, but not bfloat16 ones within their 1 ULP (bfloat16 has subnormals too), so
+they are kept.
 
 erf form: GELU'(x) = Phi(x) + x phi(x) is q(a) for x < 0 and 1 - q(a) otherwise, a = |x|,
 
@@ -39,9 +41,10 @@ a_r the root of q (held in two float32 parts, so a_r - a is exact near it) and V
 relative error of up to a**2 * 2**-25 in e: within 8.3 float32 ULP for |x| <= 4 (measured),
 8 + x**2/2 ULP beyond (67 at x = -13.5), where |GELU'| < 6e-4 and SPEC §10's 2**-22 |g|
 is thousands of ULP. V's coefficients carry the 2**-64, and e is set to 0 past ERF_TAIL
-before the product (a positive x past it would make a subnormal q, whose 1 - q is 1
-anyway). q or 1 - q is chosen by x's sign bit, as -0 + q or 1 + (-q), with integer
-operations rather than a compare and a select. +-inf gives NaN, as the formula does in PyTorch.
+before the FMA (a positive x past it would make a subnormal q, whose 1 - q is 1
+anyway). GELU', q where x's sign bit is set and 1 - q elsewhere, is fma(+-p, e, 0 or 1),
+p = (a_r - a) V(t): 1 - q rounded once, the sign and the addend made from x's bits rather
+than by a compare and a select. +-inf gives NaN, as the formula does in PyTorch.
 
 tanh form: with u = sqrt(2/pi)(x + 0.044715 x**3), e = exp(-2|u|), B = 1/(1 + e) and
 S = e B (the sigmoids of +-2u),
@@ -131,7 +134,7 @@ def _tanh_root_band() -> tuple[np.float32, np.float32, tuple]:
 _TANH_ROOT_HI, _TANH_ROOT_LO, _TANH_BAND = _tanh_root_band()
 TANH_CLAMP = f(11.5)  # keeps 2u <= 127
 _SIGN = -0x80000000  # float32 bit patterns as int32: the sign bit
-_ONE = 0x3F800000  # 1.0
+_HALF = 0x3F000000  # 0.5
 
 
 class _Vectors:
@@ -213,15 +216,15 @@ class _Vectors:
         limit = b.select(negative, self.const(negative_limit), self.const(positive_limit))
         return negative, b.fcmp_ordered("<", a, limit)
 
-    def by_sign(self, x, q):
-        """q where x's sign bit is set (x < 0, -0, negative NaNs), 1 - q elsewhere: -0 + q
-        or 1 + (-q), both chosen by bits (no compare, no select)."""
+    def by_sign(self, x, p, e):
+        """GELU' from q = p e: q where x's sign bit is set (x < 0, -0, negative NaNs), 1 - q
+        elsewhere, by one FMA, fma(+-p, e, 0 or 1), p's sign flipped and the addend
+        0.5 + copysign(0.5, x) made from x's bits (no compare, no select)."""
         b = self.b
-        clear = b.xor(b.and_(b.bitcast(x, self.vi), self.bits(_SIGN)), self.bits(_SIGN))
-        addend = b.xor(b.and_(b.ashr(clear, self.bits(31)), self.bits(_ONE ^ _SIGN)),
-                       self.bits(_SIGN))
-        return b.fadd(b.bitcast(addend, self.vf),
-                      b.bitcast(b.xor(b.bitcast(q, self.vi), clear), self.vf))
+        sign = b.and_(b.bitcast(x, self.vi), self.bits(_SIGN))
+        addend = b.fadd(self.const(0.5), b.bitcast(b.or_(sign, self.bits(_HALF)), self.vf))
+        flipped = b.xor(b.bitcast(p, self.vi), b.xor(sign, self.bits(_SIGN)))
+        return self.fma(b.bitcast(flipped, self.vf), e, addend)
 
     def erf_derivative(self, x):
         """GELU'(x), erf form (see the module's docstring). +-inf: NaN from (a_r - a) * 0."""
@@ -234,7 +237,7 @@ class _Vectors:
         e = b.select(kept, e, self.const(0.0))
         t = b.fdiv(self.const(1.0), self.fma(a, self.const(_T_SCALE), self.const(1.0)))
         linear = b.fadd(b.fsub(self.const(_ROOT_HI), a), self.const(_ROOT_LO))
-        return self.by_sign(x, b.fmul(e, b.fmul(linear, self.horner(t, _GELU_V_SCALED))))
+        return self.by_sign(x, b.fmul(linear, self.horner(t, _GELU_V_SCALED)), e)
 
     def tanh_derivative(self, x):
         """GELU'(x), tanh form (see the module's docstring). +-inf: NaN from inf * 0."""
