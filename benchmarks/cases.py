@@ -31,6 +31,7 @@ import aclnn
 
 from . import probe
 from .harness import (
+    IN_CACHE_SIZES,
     SPREADS,
     Config,
     Device,
@@ -40,6 +41,7 @@ from .harness import (
     at_most,
     both,
     host_data,
+    seconds_per_element_in_cache,
     streamed_and_torch,
     time_alternating,
     to_torch,
@@ -81,10 +83,13 @@ def measure_throughput(case: Case, cfg: Config) -> Row:
             timed["reference"] = reference.ours
         times = dict(zip(timed, time_alternating(list(timed.values()), cfg.repeat,
                                                  cfg.warmup)))
+        if s.in_cache:
+            times["compute"] = seconds_per_element_in_cache(s.in_cache, cfg.repeat,
+                                                            cfg.warmup) * s.elements
     finally:
         dev.release()
     row = Row(case.name, times["ours"], times.get("torch"), s.bytes_moved, s.elements)
-    for key in ("triad", "floor", "reference"):
+    for key in ("triad", "floor", "reference", "compute"):
         if key in times:
             row.extra[f"{key}_ms"] = times[key] * 1e3
     if "floor" in times and s.bytes_written:
@@ -306,18 +311,25 @@ def l1(dtype, reduction: int = 0, grad_shape=None):
 
 
 def gelu(dtype, approximate: str, spread: str = "normal"):
-    """GeluBackwardV2 on [n], self drawn from `spread` (harness.SPREADS); torch:
-    gelu_backward.grad_input."""
+    """GeluBackwardV2 on [n], self drawn from `spread` (harness.SPREADS), in float32 with
+    the same call on in-cache sizes (the compute floor; 16-bit operands look GELU' up in a
+    table); torch: gelu_backward.grad_input."""
+    def ours_on(n: int, dev: Device) -> Callable[[], None]:
+        g, x = host_data((n,), dtype, 0), host_data((n,), dtype, 1, spread)
+        return two_phase("GeluBackwardV2", dev.tensor(g), dev.tensor(x), approximate,
+                         dev.output((n,), dtype))
+
     def setup(cfg: Config, dev: Device) -> Setup:
         shape = (cfg.n,)
         g, x = host_data(shape, dtype, 0), host_data(shape, dtype, 1, spread)
-        tg, tx = to_torch(g), to_torch(x)
-        out, tout = dev.output(shape, dtype), _torch_out(shape, dtype)
-        ours = two_phase("GeluBackwardV2", dev.tensor(g), dev.tensor(x), approximate, out)
+        tg, tx, tout = to_torch(g), to_torch(x), _torch_out(shape, dtype)
 
         def theirs():
             aten.gelu_backward.grad_input(tg, tx, approximate=approximate, grad_input=tout)
-        return Setup(ours, theirs, g.nbytes + x.nbytes + tout.nbytes, x.size)
+        in_cache = (tuple(ours_on(n, dev) for n in IN_CACHE_SIZES)
+                    if np.dtype(dtype) == F32 else None)
+        return Setup(ours_on(cfg.n, dev), theirs, g.nbytes + x.nbytes + tout.nbytes, x.size,
+                     in_cache=in_cache)
     return setup
 
 
@@ -442,7 +454,9 @@ def note_bandwidth_ceilings(rows: list[Row], cases: list[Case]) -> None:
     run: torch's time over the floor (a triad probe moving the case's bytes with streaming
     stores, or for a case that mostly writes a probe with its mix of reads and writes,
     timed alternately with ours and torch; no kernel of ours is expected to move its bytes
-    faster). Where that bound is below the target, the target is out of reach here."""
+    faster). Where that bound is below the target, the target is out of reach here. A
+    case that timed its call in cache (`extra["compute_ms"]`, scaled to its elements) also
+    gets the bound of our kernel's compute: torch's time over that."""
     by_name = {r.case: r for r in rows}
     for case in cases:
         row, factor = by_name.get(case.name), case.target and case.target.torch_factor
@@ -462,4 +476,12 @@ def note_bandwidth_ceilings(rows: list[Row], cases: list[Case]) -> None:
                 f"{row.torch_s * 1e3:.2f} ms, so torch/ours <= {ceiling:.2f} (target "
                 f"{factor}); ours took {row.ours_s * 1e3:.2f} ms, "
                 f"{floor_ms / (row.ours_s * 1e3):.2f} of the probe's speed")
+        compute_ms = row.extra.get("compute_ms")
+        if compute_ms:
+            bound = row.torch_s * 1e3 / compute_ms
+            note += (f"; our kernel with its operands in cache (the call on "
+                     f"{IN_CACHE_SIZES[0]} and {IN_CACHE_SIZES[1]} elements) computes "
+                     f"this case's elements in {compute_ms:.2f} ms, so torch/ours <= "
+                     f"{bound:.2f} for this kernel"
+                     + (" (bound by its compute here)" if bound < factor else ""))
         row.note = f"{row.note}; {note}" if row.note else note

@@ -239,6 +239,26 @@ def time_alternating(fns: list[Callable[[], object]], repeat: int, warmup: int,
     return [statistics.median(t) for t in times]
 
 
+IN_CACHE_SIZES = (65536, 196608)  # elements of the in-cache calls: operands of 0.25-0.8 MB
+IN_CACHE_CALLS = 32  # calls per timing of an in-cache call
+
+
+def seconds_per_element_in_cache(calls: tuple[Callable[[], object], Callable[[], object]],
+                                 repeat: int, warmup: int) -> float:
+    """A call's compute floor: seconds per element with its operands in cache (no DRAM
+    traffic), from the calls on the two IN_CACHE_SIZES timed alternately, IN_CACHE_CALLS
+    at a time: the difference of their medians over the difference of their sizes, so
+    that what a call costs whatever its size cancels out."""
+    def batch(fn: Callable[[], object]) -> Callable[[], None]:
+        def run() -> None:
+            for _ in range(IN_CACHE_CALLS):
+                fn()
+        return run
+
+    small, large = time_alternating([batch(fn) for fn in calls], repeat, warmup)
+    return (large - small) / IN_CACHE_CALLS / (IN_CACHE_SIZES[1] - IN_CACHE_SIZES[0])
+
+
 class OthersLoad:
     """How much CPU other processes used between construction and `fraction()`: the
     machine's busy time (/proc/stat, steal included) minus this process's and its waited
@@ -274,13 +294,15 @@ class Setup(NamedTuple):
     writes (0 if not meaningful), and its element count (for elements/s comparisons);
     `bytes_written`, for an operator that writes far more than a triad's quarter of its
     bytes, those of them it writes (its floor is then a probe with its own mix of reads
-    and writes, see `probe.read_write_setup`)."""
+    and writes, see `probe.read_write_setup`); `in_cache`, our call on IN_CACHE_SIZES
+    elements, small enough to stay in cache (see `seconds_per_element_in_cache`)."""
 
     ours: Callable[[], object]
     torch: Callable[[], object] | None
     bytes_moved: int
     elements: int = 0
     bytes_written: int = 0
+    in_cache: tuple[Callable[[], object], Callable[[], object]] | None = None
 
 
 @dataclass

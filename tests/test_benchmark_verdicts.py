@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from benchmarks import isa, probe, runner
+from benchmarks import harness, isa, probe, runner
 from benchmarks.cases import Case, note_bandwidth_ceilings
 from benchmarks.harness import (
     Row,
@@ -91,6 +91,39 @@ def test_bandwidth_ceiling_notes():
     assert rows[1].note.startswith("reachable in principle") and "<= 3.00" in rows[1].note
     assert "0.40 of the probe's speed" in rows[1].note
     assert rows[2].note == ""
+
+
+def test_ceiling_note_adds_the_bound_of_our_compute():
+    """A case timed in cache also gets torch's time over its compute floor, flagged where
+    that bound is below the target."""
+    compute_bound = _failed("a", ours_ms=4.6, torch_ms=6.0, floor_ms=3.5)
+    compute_bound[1].extra["compute_ms"] = 4.2  # bound 1.43
+    memory_bound = _failed("b", ours_ms=4.6, torch_ms=6.0, floor_ms=3.5)
+    memory_bound[1].extra["compute_ms"] = 3.0  # bound 2.00
+    cases, rows = zip(compute_bound, memory_bound)
+    note_bandwidth_ceilings(list(rows), list(cases))
+    assert rows[0].note.startswith("reachable in principle")
+    assert rows[0].note.endswith("in 4.20 ms, so torch/ours <= 1.43 for this kernel "
+                                 "(bound by its compute here)")
+    assert rows[1].note.endswith("in 3.00 ms, so torch/ours <= 2.00 for this kernel")
+
+
+def test_in_cache_floor_is_the_slope_between_the_two_sizes(monkeypatch):
+    """Per-call costs cancel: seconds per element = (large - small) / calls / extra
+    elements, from one alternating timing of batches of IN_CACHE_CALLS calls."""
+    counts = [0, 0]
+    calls = (lambda: counts.__setitem__(0, counts[0] + 1),
+             lambda: counts.__setitem__(1, counts[1] + 1))
+
+    def fake_alternating(fns, repeat, warmup):
+        for fn in fns:
+            fn()
+        return [0.010, 0.030]
+    monkeypatch.setattr(harness, "time_alternating", fake_alternating)
+    per_element = harness.seconds_per_element_in_cache(calls, 7, 2)
+    assert counts == [harness.IN_CACHE_CALLS] * 2
+    extra = harness.IN_CACHE_SIZES[1] - harness.IN_CACHE_SIZES[0]
+    assert per_element == pytest.approx(0.020 / harness.IN_CACHE_CALLS / extra)
 
 
 def test_ceiling_note_names_a_read_write_probe_for_cases_that_mostly_write():
