@@ -49,17 +49,29 @@ def parse_args(argv=None) -> argparse.Namespace:
     return ap.parse_args(argv)
 
 
+def _run_level(level: str, argv: list[str]) -> int:
+    """`python -m benchmarks` with `argv` in a process of its own, compiled for `level`
+    (its environment: Numba's target, PyTorch's dispatch); its exit status."""
+    command = [sys.executable, "-m", "benchmarks", *argv]
+    return subprocess.run(command, env={**os.environ, **isa.ENVIRONMENTS.get(level, {})}
+                          ).returncode
+
+
+def _in_environment(level: str) -> bool:
+    """Whether this process was started in `level`'s environment (the native level has
+    none of its own)."""
+    return all(os.environ.get(k) == v for k, v in isa.ENVIRONMENTS.get(level, {}).items())
+
+
 def _other_levels(args: argparse.Namespace, argv) -> int:
     """Run the levels other than the native one, each in a process of its own compiled for
     it; the worst exit status."""
     status = 0
     for level in isa.levels()[1:]:
         json_path = args.json.with_name(f"{args.json.stem}-{level}{args.json.suffix}")
-        command = [sys.executable, "-m", "benchmarks", *argv, "--isa", level,
-                   "--json", str(json_path)]
         print(f"\n== instruction-set level {level}", flush=True)
-        done = subprocess.run(command, env={**os.environ, **isa.ENVIRONMENTS.get(level, {})})
-        status = max(status, done.returncode)
+        status = max(status, _run_level(level, [*argv, "--isa", level,
+                                                "--json", str(json_path)]))
     return status
 
 
@@ -146,6 +158,11 @@ def main(argv=None) -> int:
     """Run the selected cases, print the table and the verdicts, write the JSON file."""
     argv = sys.argv[1:] if argv is None else list(argv)  # passed on to the other levels
     args = parse_args(argv)
+    if args.isa is not None and args.isa not in isa.levels():
+        print(f"--isa {args.isa}: this machine runs {', '.join(isa.levels())}", file=sys.stderr)
+        return 2
+    if args.isa is not None and not _in_environment(args.isa):
+        return _run_level(args.isa, argv)  # compiled for it, not for the native level
     level = args.isa or isa.native_level()
     status = 0 if args.isa else _other_levels(args, argv)
     repeat = args.repeat if args.repeat is not None else (3 if args.quick else 7)

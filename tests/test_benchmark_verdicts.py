@@ -226,3 +226,26 @@ def test_other_levels_run_the_same_selection(monkeypatch):
     (command,) = commands
     assert command[3:] == ["--only", "avgpool", "--quick", "--isa", "avx2", "--json",
                            str(runner.DEFAULT_JSON.with_name("results-avx2.json"))]
+
+
+def test_isa_option_runs_in_that_level_s_environment(monkeypatch):
+    """`--isa avx2` started without the AVX2 environment reruns itself in a process that
+    has it (it ran the native build, labelled avx2, before); started with it, it runs
+    in place; a level the machine cannot run is refused."""
+    runs = []
+    monkeypatch.setattr(isa, "levels", lambda: ["avx512", "avx2"])
+    monkeypatch.setattr(runner.subprocess, "run", lambda command, env: runs.append(
+        (command, env)) or SimpleNamespace(returncode=3))
+    monkeypatch.setattr(runner, "init_runtime", _stop_run)
+    for name in isa.ENVIRONMENTS["avx2"]:
+        monkeypatch.delenv(name, raising=False)
+    assert runner.main(["--only", "gelu", "--isa", "avx2"]) == 3
+    ((command, env),) = runs
+    assert command[3:] == ["--only", "gelu", "--isa", "avx2"]
+    assert all(env[k] == v for k, v in isa.ENVIRONMENTS["avx2"].items())
+    for name, value in isa.ENVIRONMENTS["avx2"].items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(StopRun):
+        runner.main(["--only", "gelu", "--isa", "avx2"])
+    assert len(runs) == 1
+    assert runner.main(["--isa", "neon"]) == 2
