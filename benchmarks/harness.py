@@ -239,7 +239,9 @@ def time_alternating(fns: list[Callable[[], object]], repeat: int, warmup: int,
     return [statistics.median(t) for t in times]
 
 
-IN_CACHE_SIZES = (65536, 196608)  # elements of the in-cache calls: operands of 0.25-0.8 MB
+# elements of the in-cache calls: float32 operands of 64-256 KB, whose three fit in two
+# cores' L2 (with 65536 and 196608 the floor measured 1.1-1.4x higher: L2 overflowed)
+IN_CACHE_SIZES = (16384, 65536)
 IN_CACHE_CALLS = 32  # calls per timing of an in-cache call
 
 
