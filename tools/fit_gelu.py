@@ -84,7 +84,9 @@ def bar_allowance(a: np.ndarray) -> np.ndarray:
     SIXTEEN_BIT_ALLOWANCE."""
     q = np.array([0.5 * math.erfc(v / math.sqrt(2)) - v * math.exp(-v * v / 2)
                   / math.sqrt(2 * math.pi) for v in a])
-    ulp = lambda y: np.spacing(np.abs(y).astype(np.float32)).astype(np.float64)  # noqa: E731
+
+    def ulp(y: np.ndarray) -> np.ndarray:
+        return np.spacing(np.abs(y).astype(np.float32)).astype(np.float64)
     allowed = np.minimum(8 * ulp(q), 8 * ulp(1 - q)) + 2.0**-22
     return np.minimum(allowed / np.abs(q), SIXTEEN_BIT_ALLOWANCE)
 

@@ -46,11 +46,11 @@ plus the last rounding's half ULP into the tail. Degree 7 fitted for relative er
 (1.3e-7, t = 1/(1 + a/(2 sqrt2)), 8 ULP for |x| < 4) took 1.11x the time in cache built for
 AVX2, 1.10x for AVX-512; at t's scale 0.316 degree 5 uses 0.08-0.13 of the allowance, at
 1/(2 sqrt2) 0.48. a**2 is rounded once, a relative error of up to a**2 * 2**-25 in e.
-V's coefficients carry the 2**-64, and e is set to 0 past ERF_TAIL
-before the FMA (a positive x past it would make a subnormal q, whose 1 - q is 1
-anyway). GELU', q where x's sign bit is set and 1 - q elsewhere, is fma(+-p, e, 0 or 1),
-p = (a_r - a) V(t): 1 - q rounded once, the sign and the addend made from x's bits rather
-than by a compare and a select. +-inf gives NaN, as the formula does in PyTorch.
+V's coefficients carry the 2**-64, and e is set to 0 past ERF_TAIL before the FMA (a
+positive x past it would make a subnormal q, whose 1 - q is 1 anyway). GELU', q where x's
+sign bit is set and 1 - q elsewhere, is fma(+-p, e, 0 or 1), p = (a_r - a) V(t): 1 - q
+rounded once, the sign and the addend made from x's bits rather than by a compare and a
+select. +-inf gives NaN, as the formula does in PyTorch.
 
 tanh form: with u = sqrt(2/pi)(x + 0.044715 x**3), e = exp(-2|u|), B = 1/(1 + e) and
 S = e B (the sigmoids of +-2u),
