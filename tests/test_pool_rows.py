@@ -94,18 +94,80 @@ def _pool_kernel_asm() -> str:
     dims = np.array([1, 1, 8, 8, 4, 4], np.int64)
     plan = pool.axis_plan(4, 8, 2, 2, 0, True, 0)
     kernel((go.view(np.uint8), gi.view(np.uint8)), meta, dims, plan, plan[0],
-           pool.residue_plan(2, 2, 0), 0, (True, False, 0, 1.0, False))
+           pool.residue_plan(2, 2, 0), 0, (True, False, 0, 1.0, False), 2)
     return kernel.inspect_asm(kernel.signatures[0])
 
 
-@pytest.mark.skipif(not (X86 and lanes.LINE_VECTORS),
-                    reason="float16 rows are streamed where one vector fills a line")
-def test_pool_kernel_streams_f16_rows(monkeypatch):
-    """Where the build's vectors fill a line, the AvgPool kernel stores float16 rows by
-    `store_f16_row`: it has more streamed integer-vector stores (float16 lines) than
-    the same kernel compiled as for AVX2, which stores them plainly."""
-    def line_stores() -> int:
-        return len(re.findall(r"\tvmovntdq\s", _pool_kernel_asm()))
-    streamed = line_stores()
+@pytest.mark.skipif(not X86, reason="the instructions checked are x86's")
+@pytest.mark.parametrize("line_vectors", [True, False])
+def test_pool_kernel_streams_f16_rows(monkeypatch, line_vectors):
+    """The AvgPool kernel has streamed integer-vector stores (float16 lines) whether or not
+    a vector fills a line: rows stored one by one where it does, groups of rows of a
+    contiguous plane (`pool.store_group`) where it does not."""
+    monkeypatch.setattr(pool, "LINE_VECTORS", line_vectors)
+    assert re.findall(r"\tvmovntdq\s", _pool_kernel_asm())
+
+
+def test_store_group_rule(monkeypatch):
+    """Rows are grouped only for float16 rows of a contiguous plane, shorter than
+    GROUP_BYTES, built where a vector does not fill a line; as many as fill GROUP_BYTES."""
     monkeypatch.setattr(pool, "LINE_VECTORS", False)
-    assert streamed > line_stores()
+    f16, f32 = pool.F16, pool.F32
+    assert pool.store_group(f16, (0, 0, 224, 2), 112) == pool.GROUP_BYTES // 224
+    assert pool.store_group(f16, (0, 0, 2 * 3000, 2), 3000) == pool.GROUP_BYTES // 6000
+    assert pool.store_group(f16, (0, 0, 2 * 4096, 2), 4096) == 1  # a row fills a group
+    assert pool.store_group(f16, (0, 0, 256, 2), 112) == 1  # rows apart
+    assert pool.store_group(f16, (0, 0, 448, 4), 112) == 1  # every other element
+    assert pool.store_group(f32, (0, 0, 448, 4), 112) == 1
+    monkeypatch.setattr(pool, "LINE_VECTORS", True)
+    assert pool.store_group(f16, (0, 0, 224, 2), 112) == 1
+
+
+def _pool_bits(shape, ksp, group, offset, channels_last=False):
+    """float16 gradInput of AvgPool2d backward (count_include_pad) computed with rows stored
+    `group` at a time (None: as `store_group` says), at byte `offset` of a buffer whose
+    other bytes hold SENTINEL; (the output's bits, whether the rest kept SENTINEL)."""
+    n, c, h, w = shape
+    k, s, p = ksp
+    oh, ow = (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1
+    go = np.random.default_rng(9).standard_normal((n, c, oh, ow)).astype(np.float16)
+    count = n * c * h * w
+    buf = R.aligned_zeros(2 * count + offset + 128, np.uint8)
+    buf[:] = SENTINEL
+    if channels_last:
+        strides = (2 * h * w * c, 2, 2 * w * c, 2 * c)
+    else:
+        strides = (2 * c * h * w, 2 * h * w, 2 * w, 2)
+
+    class Operand:
+        def __init__(self, buffer, byte_offset, byte_strides):
+            self.buffer, self.code = buffer, pool.F16
+            self.byte_offset, self.byte_strides = byte_offset, byte_strides
+
+    launch = pool.AvgPool2dBackwardLaunch(
+        Operand(go.reshape(-1).view(np.uint8), 0, go.strides), Operand(buf, offset, strides),
+        (n, c, h, w, oh, ow), (k, k, s, s, p, p, True, 0), pool.Scaling())
+    if group is not None:
+        launch._args = (*launch._args[:-1], group)
+    launch()
+    inside = buf[offset: offset + 2 * count]
+    kept = (buf[:offset] == SENTINEL).all() and (buf[offset + 2 * count:] == SENTINEL).all()
+    return inside.copy(), kept
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 112, 112), (1, 5, 9, 13), (1, 2, 40, 7)])
+@pytest.mark.parametrize("ksp", [(2, 2, 0), (3, 2, 1), (3, 1, 1)])
+@pytest.mark.parametrize("offset", [0, 2, 64])
+def test_grouped_rows_store_the_same_bits(shape, ksp, offset):
+    """Rows stored (and streamed) in groups, whole, partial at a plane's end, and larger
+    than a plane, give the bits of rows stored one by one, plane starts on a line or not,
+    and write nothing outside the output; a layout the rule does not group gives them too."""
+    expected, kept = _pool_bits(shape, ksp, 1, offset)
+    assert kept
+    for group in (2, 3, 7, shape[2] + 5):
+        bits, kept = _pool_bits(shape, ksp, group, offset)
+        assert kept and np.array_equal(bits, expected), group
+    bits, kept = _pool_bits(shape, ksp, None, offset, channels_last=True)
+    assert kept and np.array_equal(
+        bits.view(np.float16).reshape(shape[0], shape[2], shape[3], shape[1]).transpose(
+            0, 3, 1, 2), expected.view(np.float16).reshape(shape))
