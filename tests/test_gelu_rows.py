@@ -18,7 +18,7 @@ from numba import njit, types
 from numba.extending import intrinsic
 
 import reference as R
-from aclnn.kernels import gelu_rows
+from aclnn.kernels import gelu_rows, pointwise
 from aclnn.kernels.lanes import LANES, VF
 from support import load_script
 
@@ -291,6 +291,26 @@ def test_16bit_results_are_the_float32_derivative_rounded_once(dtype, approximat
             expected = (g.astype(np.float32) * derivative).astype(dtype)
         assert _same_bits(R.compute("gelu", [g, x], [approximate]), expected), g_value
         assert _same_bits(R.compute("gelu", [g, strided_x], [approximate]), expected), g_value
+
+
+@pytest.mark.parametrize("approximate", MODES)
+def test_float16_subnormal_derivatives_keep_every_gradient_s_bits(approximate):
+    """The float16 x whose GELU' is subnormal (the table holds +-FLOAT16_TINY_DERIVATIVE
+    for them), each with every float16 g (all 65536 patterns: subnormals, +-0, inf, NaN),
+    through the operator: float16(float32(g) * GELU'(x)) with the subnormal GELU' itself."""
+    every = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16)
+    derivative = _derivative(every.astype(np.float32), approximate)
+    subnormal = (derivative != 0) & (np.abs(derivative) < FLOAT32_TINY)
+    assert subnormal.sum() >= 50
+    x = np.repeat(every[subnormal], every.size)
+    g = np.tile(every, subnormal.sum())
+    with np.errstate(invalid="ignore"):
+        expected = (g.astype(np.float32) * np.repeat(derivative[subnormal], every.size)
+                    ).astype(np.float16)
+    assert _same_bits(R.compute("gelu", [g, x], [approximate]), expected)
+    table = pointwise._derivative_table(pointwise.F16, approximate == "tanh")
+    assert np.array_equal(table[subnormal], np.copysign(pointwise.FLOAT16_TINY_DERIVATIVE,
+                                                        derivative[subnormal]))
 
 
 @pytest.mark.parametrize("approximate, bound", [("none", 4.0), ("tanh", 8.0)])

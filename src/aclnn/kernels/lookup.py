@@ -20,7 +20,9 @@ that loop in one process, new / old time for x from N(0,1), U(+-8), U(+-100):
                         bfloat16 1.81 / 2.01, 1.70 / 1.58, 2.53 / 3.03
 
 (prefetch distances: float16 took 0.87, 0.67, 0.57 and 0.58 of the time without them at
-512, 1024, 2048 and 4096 bytes; bfloat16 0.96-1.15 at any.)
+512, 1024, 2048 and 4096 bytes; bfloat16 0.96-1.15 at any.) A subnormal table value makes
+its products take an x86 microcode assist: the float16 GELU table holds none (see
+`pointwise._derivative_table`).
 """
 
 from __future__ import annotations
