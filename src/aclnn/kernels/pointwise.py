@@ -472,10 +472,13 @@ def _derivative_table(code: int, use_tanh: bool) -> np.ndarray:
     dtype `code`, by its bits (see `lookup`). For float16, where GELU' is subnormal (x in
     (-14.6, -13.2) for the erf form), +-FLOAT16_TINY_DERIVATIVE instead: g times either
     rounds to the same float16 (+-0 with the same sign, +-inf for an infinite g, g's NaN),
-    but a subnormal operand takes an x86 microcode assist. x from U(+-100), 0.3-0.6 % of
-    it there, took 1.13-1.29x the time of N(0, 1) with the subnormals and 0.96-0.99x
-    without (16M elements, both forms, AVX-512 and AVX2 builds, alternating). bfloat16
-    results can be subnormal themselves, so its table keeps them (U(+-100): 1.48x)."""
+    but a product with a subnormal operand or result takes x86 microcode assists. x from
+    U(+-100), 0.3-0.6 % of it there, took 1.13-1.29x the time of N(0, 1) with the
+    subnormals and 0.96-0.99x without (16M elements, both forms, AVX-512 and AVX2 builds,
+    alternating). bfloat16 results can be subnormal themselves, so its table keeps them
+    (U(+-100): 1.48x; an exact product in a branch for the vectors holding such a factor,
+    float64 and integer rounding, took 1.55x, and 1.3x longer on every input built for
+    AVX2, where the per-vector test costs)."""
     wide = {F16: np.float16, BF16: ml_dtypes.bfloat16}[code]
     x = lookup.all_values(VIEW_DTYPE[code]).view(wide).astype(np.float32)
     table = np.empty(lookup.TABLE_SIZE, np.float32)
