@@ -18,7 +18,7 @@ from numba import njit, types
 from numba.extending import intrinsic
 
 import reference as R
-from aclnn.kernels import gelu_rows, pointwise
+from aclnn.kernels import dag950, gelu_rows, lookup, pointwise
 from aclnn.kernels.lanes import LANES, VF
 from support import load_script
 
@@ -309,8 +309,29 @@ def test_float16_subnormal_derivatives_keep_every_gradient_s_bits(approximate):
                     ).astype(np.float16)
     assert _same_bits(R.compute("gelu", [g, x], [approximate]), expected)
     table = pointwise._derivative_table(pointwise.F16, approximate == "tanh")
-    assert np.array_equal(table[subnormal], np.copysign(pointwise.FLOAT16_TINY_DERIVATIVE,
+    assert np.array_equal(table[subnormal], np.copysign(lookup.FLOAT16_TINY_FACTOR,
                                                         derivative[subnormal]))
+
+
+@pytest.mark.parametrize("approximate", MODES)
+def test_library_float16_table_stands_in_for_its_subnormals(approximate):
+    """The library contract's float16 factor table: where the 950 factor is subnormal it
+    holds +-FLOAT16_TINY_FACTOR, and the lookup gives float16(float32(g) * factor) with the
+    subnormal factor itself for every float16 g; elsewhere the factors are the 950 ones
+    (the 950 tanh DAG's factors have no subnormal)."""
+    every = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
+    raw = dag950._factor_table(lookup.all_values(np.dtype(np.uint16)), approximate == "tanh")
+    table = dag950.factor_table(np.dtype(np.uint16), approximate == "tanh")
+    subnormal = (raw != 0) & (np.abs(raw) < FLOAT32_TINY)
+    assert subnormal.sum() >= (100 if approximate == "none" else 0)
+    assert np.array_equal(table[~subnormal].view(np.uint32), raw[~subnormal].view(np.uint32))
+    x = np.repeat(every[subnormal], every.size)
+    g = np.tile(every, subnormal.sum())
+    out = np.empty_like(x)
+    lookup.scaled_lookup(g, x, out, table)
+    with np.errstate(invalid="ignore"):
+        expected = (g.view(np.float16).astype(np.float32) * raw[x]).astype(np.float16)
+    assert _same_bits(out.view(np.float16), expected)
 
 
 @pytest.mark.parametrize("approximate, bound", [("none", 4.0), ("tanh", 8.0)])

@@ -325,8 +325,10 @@ def _factor_table(values, use_tanh):
 
 @functools.cache
 def factor_table(view_dtype: np.dtype, use_tanh: bool) -> np.ndarray:
-    """The 950 GELU factor of every value of a 16-bit typed view dtype, by its bits."""
-    return _factor_table(lookup.all_values(view_dtype), use_tanh)
+    """The 950 GELU factor of every value of a 16-bit typed view dtype, by its bits (float16
+    ones as `lookup.float16_factors` holds them)."""
+    table = _factor_table(lookup.all_values(view_dtype), use_tanh)
+    return lookup.float16_factors(table) if view_dtype == np.dtype(np.uint16) else table
 
 
 class Dag950Launch:

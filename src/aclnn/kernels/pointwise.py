@@ -460,33 +460,16 @@ def l1_backward(shape, grad, x, target, out, scale: float) -> PointwiseLaunch:
     return smooth_l1_backward(shape, grad, x, target, out, 0.0, scale)
 
 
-# What the float16 table holds for a subnormal GELU' (see `_derivative_table`): any value
-# from 2**-102 to 2**-42 makes a normal float32 product with every nonzero float16 g
-# (|g| >= 2**-24) that still rounds to a float16 +-0 (|g| < 2**16), as the subnormal does.
-FLOAT16_TINY_DERIVATIVE = np.float32(2.0**-100)
-
-
 @functools.cache
 def _derivative_table(code: int, use_tanh: bool) -> np.ndarray:
     """GELU'(x) exactly as the float32 kernel computes it, for every value x of the 16-bit
-    dtype `code`, by its bits (see `lookup`). For float16, where GELU' is subnormal (x in
-    (-14.6, -13.2) for the erf form), +-FLOAT16_TINY_DERIVATIVE instead: g times either
-    rounds to the same float16 (+-0 with the same sign, +-inf for an infinite g, g's NaN),
-    but a product with a subnormal operand or result takes x86 microcode assists. x from
-    U(+-100), 0.3-0.6 % of it there, took 1.13-1.29x the time of N(0, 1) with the
-    subnormals and 0.96-0.99x without (16M elements, both forms, AVX-512 and AVX2 builds,
-    alternating). bfloat16 results can be subnormal themselves, so its table keeps them
-    (U(+-100): 1.48x; an exact product in a branch for the vectors holding such a factor,
-    float64 and integer rounding, took 1.55x, and 1.3x longer on every input built for
-    AVX2, where the per-vector test costs)."""
+    dtype `code`, by its bits (see `lookup`); for float16, its subnormal values stood in
+    for (`lookup.float16_factors`)."""
     wide = {F16: np.float16, BF16: ml_dtypes.bfloat16}[code]
     x = lookup.all_values(VIEW_DTYPE[code]).view(wide).astype(np.float32)
     table = np.empty(lookup.TABLE_SIZE, np.float32)
     gelu_flat(np.ones_like(x), x, table, use_tanh, False)
-    if code == F16:
-        subnormal = (table != 0) & (np.abs(table) < np.finfo(np.float32).tiny)
-        table[subnormal] = np.copysign(FLOAT16_TINY_DERIVATIVE, table[subnormal])
-    return table
+    return lookup.float16_factors(table) if code == F16 else table
 
 
 def gelu_backward(shape, grad, x, out, use_tanh: bool) -> PointwiseLaunch:
