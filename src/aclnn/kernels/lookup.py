@@ -137,8 +137,8 @@ FLOAT16_TINY_FACTOR = np.float32(2.0**-100)
 
 
 def float16_factors(table: np.ndarray) -> np.ndarray:
-    """`table` (float32 factors) with each subnormal replaced by +-FLOAT16_TINY_FACTOR, for
-    float16 products: g times either rounds to the same float16 (+-0 with the same sign,
+    """`table` (float32 factors), each subnormal replaced in place by +-FLOAT16_TINY_FACTOR,
+    for float16 products: g times either rounds to the same float16 (+-0 with the same sign,
     +-inf for an infinite g, g's NaN), but a product with a subnormal operand or result
     takes x86 microcode assists. GELU' is subnormal for x in (-14.6, -13.2) (erf form),
     0.3-0.6 % of x from U(+-100), which took 1.13-1.29x the time of N(0, 1) with the
