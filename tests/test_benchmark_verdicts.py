@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 from benchmarks import harness, isa, probe, runner
-from benchmarks.cases import Case, note_bandwidth_ceilings
+from benchmarks.cases import CASES, DTYPES, Case, note_bandwidth_ceilings
 from benchmarks.harness import (
     Row,
     both,
@@ -249,3 +249,14 @@ def test_isa_option_runs_in_that_level_s_environment(monkeypatch):
         runner.main(["--only", "gelu", "--isa", "avx2"])
     assert len(runs) == 1
     assert runner.main(["--isa", "neon"]) == 2
+
+
+def test_every_gelu_dtype_and_form_has_the_value_range_cases():
+    """Each GELU case on N(0,1), in every dtype and both forms, has its U(+-8), U(+-100)
+    and specials cases, each held to the N(0,1) case's speed."""
+    by_name = {case.name: case for case in CASES}
+    for d, _ in DTYPES:
+        for mode in ("none", "tanh"):
+            for spread in ("u8", "u100", "special"):
+                case = by_name[f"gelu {d} {mode} {harness.SPREADS[spread]}"]
+                assert case.target.needs == (f"gelu {d} {mode}",)

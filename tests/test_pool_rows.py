@@ -15,6 +15,7 @@ from numba import njit
 
 import reference as R
 from aclnn.kernels import lanes, pool
+from aclnn.kernels.pointwise import StridedOperand
 
 X86 = platform.machine().lower() in ("x86_64", "amd64")
 SENTINEL = 0xAB
@@ -139,13 +140,9 @@ def _pool_bits(shape, ksp, group, offset, channels_last=False):
     else:
         strides = (2 * c * h * w, 2 * h * w, 2 * w, 2)
 
-    class Operand:
-        def __init__(self, buffer, byte_offset, byte_strides):
-            self.buffer, self.code = buffer, pool.F16
-            self.byte_offset, self.byte_strides = byte_offset, byte_strides
-
     launch = pool.AvgPool2dBackwardLaunch(
-        Operand(go.reshape(-1).view(np.uint8), 0, go.strides), Operand(buf, offset, strides),
+        StridedOperand(go.reshape(-1).view(np.uint8), pool.F16, 0, go.strides),
+        StridedOperand(buf, pool.F16, offset, strides),
         (n, c, h, w, oh, ow), (k, k, s, s, p, p, True, 0), pool.Scaling())
     if group is not None:
         launch._args = (*launch._args[:-1], group)
