@@ -112,33 +112,24 @@ def test_every_length_around_a_vector_and_a_block(n):
     assert np.array_equal(R.bits(got), R.bits(_expected(g, x, y, 0.5, 1.0, np.float16)))
 
 
-def test_integer_rounding_variant_gives_the_same_bits(monkeypatch):
-    """Compiled without vcvtneps2bf16 (bfloat16 rounded by integer arithmetic): the same
-    bits, subnormal and overflowing products included."""
-    monkeypatch.setattr(lanes, "BF16_CONVERT", False)
-    options = {k: v for k, v in smooth_l1_rows.smooth_l1_flat.targetoptions.items()
-               if k not in ("cache", "nopython")}
-    kernel = njit(**options)(smooth_l1_rows.smooth_l1_flat.py_func)
+@pytest.mark.parametrize("g_value", [1.0, 1e-38, 3e38])
+def test_bfloat16_subnormal_and_overflowing_products_round_once(g_value):
+    """bfloat16 results rounded by integer arithmetic: subnormal and overflowing products
+    too, against the formula in float32 rounded once."""
     g, x, y = _inputs(ml_dtypes.bfloat16, 3000, seed=3)
-    for g_value in (1.0, 1e-38, 3e38):
-        g[:] = np.array(g_value, ml_dtypes.bfloat16)
-        ours, plain = _run(g, x, y, 1.0, 1.0, True, kernel), _run(g, x, y, 1.0, 1.0, True)
-        assert np.array_equal(R.bits(ours), R.bits(plain)), g_value
+    g[:] = np.array(g_value, ml_dtypes.bfloat16)
+    got = _run(g, x, y, 1.0, 1.0, True)
+    assert np.array_equal(R.bits(got), R.bits(_expected(g, x, y, 1.0, 1.0,
+                                                         ml_dtypes.bfloat16)))
 
 
-@pytest.mark.parametrize("unpacked", [False, True])
-def test_bfloat16_lane_orders_give_the_same_bits(monkeypatch, unpacked):
-    """Compiled with bfloat16 rows in their own lane order and in the unpacked order of
-    8-lane registers (lanes.UNPACKED_BF16): the formula's bits either way, at every
-    position of a vector and in the tail."""
-    monkeypatch.setattr(lanes, "UNPACKED_BF16", unpacked)
-    options = {k: v for k, v in smooth_l1_rows.smooth_l1_flat.targetoptions.items()
-               if k not in ("cache", "nopython")}
-    kernel = njit(**options)(smooth_l1_rows.smooth_l1_flat.py_func)
+def test_bfloat16_rows_in_the_unpacked_lane_order_give_every_lane_its_own_result():
+    """bfloat16 rows computed in the lane order `lanes._UNPACKED` and packed back: the
+    formula's bits at every position of a vector and in the tail."""
     g, x, y = _inputs(ml_dtypes.bfloat16, 3000 + 13, seed=4)
     x[:64] = np.arange(64).astype(ml_dtypes.bfloat16)  # each lane its own value
     for beta in (1.0, 0.3):
-        got = _run(g, x, y, beta, 0.75, False, kernel)
+        got = _run(g, x, y, beta, 0.75, False)
         assert np.array_equal(R.bits(got), R.bits(_expected(g, x, y, beta, 0.75,
                                                              ml_dtypes.bfloat16))), beta
 

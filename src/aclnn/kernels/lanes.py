@@ -34,10 +34,6 @@ from .bits import (
 LANES = 16
 I16, I32, I64, F32T = ir.IntType(16), ir.IntType(32), ir.IntType(64), ir.FloatType()
 VF, VI, VH = (ir.VectorType(t, LANES) for t in (F32T, I32, I16))
-VMASK = ir.VectorType(ir.IntType(1), LANES)
-
-
-BF16_CONVERT = "+avx512bf16" in target_features()  # vcvtneps2bf16
 
 
 def splat(vector_type: ir.VectorType, value) -> ir.Constant:
@@ -96,16 +92,20 @@ def load_lanes(builder, code: int, pointer):
         builder.bitcast(pointer, (VF if code == F32 else VH).as_pointer()), align=1))
 
 
-# bfloat16 rows of one dtype on 8-lane (AVX2, NEON) registers: the 16 elements widen by
-# interleaving with zero words, lane order `_UNPACKED` (what x86's in-lane unpacklo /
-# unpackhi of one 32-byte load give: elements 0-3 and 8-11, then 4-7 and 12-15), and pack
-# back to their own order by taking the high words (one in-lane pack, no lane-crossing
-# permute). Kernels whose every load and store of a row is bfloat16 may compute in that
-# order: 1 instruction per 8 elements instead of 2 to widen, 1.5 instead of 2 to narrow;
-# the contiguous bfloat16 SmoothL1 in cache: 3.0 ms per 16M elements instead of 4.2 (with
-# its division-free slope). 16-lane (AVX-512) registers hold the whole vector and keep
-# the natural order (not measured there). Read when a kernel is compiled.
-UNPACKED_BF16 = "+avx512f" not in target_features()
+# bfloat16 rows of one dtype: the 16 elements widen by interleaving with zero words, lane
+# order `_UNPACKED` (what x86's in-lane unpacklo / unpackhi of one 32-byte load give:
+# elements 0-3 and 8-11, then 4-7 and 12-15), and pack back to their own order by taking
+# the high words (one in-lane pack, no lane-crossing permute). Kernels whose every load and
+# store of a row is bfloat16 compute in that order. On 8-lane registers (AVX2, NEON): 1
+# instruction per 8 elements instead of 2 to widen, 1.5 instead of 2 to narrow; the
+# contiguous bfloat16 SmoothL1 in cache: 3.0 ms per 16M elements instead of 4.2 (with its
+# division-free slope). Built for AVX-512 with AVX512_BF16, against the natural order
+# rounded by `vcvtneps2bf16` (with a branch to integer rounding for vectors holding a
+# subnormal, which that instruction flushes), alternating in one process: 16M elements
+# 0.87-0.91 of the time (2.19-2.31 against 2.44-2.53 ms; a float16 row kernel on the same
+# bytes 2.12-2.17), in cache 0.92; the natural order rounded by integers 0.93-0.98. The
+# table kernel (`lookup`), whose loads are not all bfloat16, rounds in the natural order by
+# integers: the same time as `vcvtneps2bf16` on N(0, 1), 0.96 of it on U(+-100).
 _UNPACKED = [0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15]
 
 
@@ -138,8 +138,8 @@ def _bf16_repacker(builder):
 def row_loader(builder, code: int):
     """For kernels whose every load and store of a row has the one element `code`: a
     function (pointer -> float32 x 16) loading 16 contiguous elements, for bfloat16 in the
-    lane order `_UNPACKED` where UNPACKED_BF16 (when the kernel is compiled)."""
-    if code == BF16 and UNPACKED_BF16:
+    lane order `_UNPACKED`."""
+    if code == BF16:
         return lambda pointer: _load_bf16_unpacked(builder, pointer)
     return lambda pointer: load_lanes(builder, code, pointer)
 
@@ -150,49 +150,9 @@ def row_narrower(builder, code: int):
     from bfloat16 operands is (an operation passes a NaN operand's bits on, quieted, or
     makes the default NaN; a bfloat16 widened has a zero low half): rounded as they are,
     they stay the same NaN."""
-    if code == BF16 and UNPACKED_BF16:
+    if code == BF16:
         return _bf16_repacker(builder)
     return narrower(builder, code)
-
-
-class _BFloat(ir.Type):
-    """LLVM's bfloat type, which llvmlite does not define."""
-
-    def __str__(self) -> str:
-        return "bfloat"
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, _BFloat)
-
-    def __hash__(self) -> int:
-        return hash("bfloat")
-
-
-def _bf16_converter(builder):
-    """A function emitting float32 x 16 -> bfloat16 x 16 (as i16), round-to-nearest-even:
-    `vcvtneps2bf16` where the CPU has it, whose flushing of subnormal inputs to zero is
-    undone by the integer rounding in a branch for vectors that have one; else the integer
-    rounding alone."""
-    def by_integers(value):
-        return builder.trunc(builder.lshr(ir_rounded_bits(builder, value, 16), splat(VI, 16)),
-                             VH)
-
-    if not BF16_CONVERT:
-        return by_integers
-    convert = function(builder, "llvm.x86.avx512bf16.cvtneps2bf16.512",
-                       ir.VectorType(_BFloat(), LANES), [VF])
-    classify = function(builder, "llvm.x86.avx512.fpclass.ps.512", VMASK, [VF, I32])
-
-    def by_instruction(value):
-        slot = cgutils.alloca_once(builder, VH)
-        builder.store(builder.bitcast(builder.call(convert, [value]), VH), slot)
-        subnormal = builder.call(classify, [value, I32(0x20)])
-        with builder.if_then(builder.icmp_unsigned("!=", builder.bitcast(subnormal, I16),
-                                                   I16(0)), likely=False):
-            builder.store(builder.select(subnormal, by_integers(value), builder.load(slot)),
-                          slot)
-        return builder.load(slot)
-    return by_instruction
 
 
 def narrower(builder, code: int):
@@ -201,7 +161,8 @@ def narrower(builder, code: int):
     if code == F16:
         return lambda value: ir_narrow_half(builder, value)
     if code == BF16:
-        return _bf16_converter(builder)
+        return lambda value: builder.trunc(builder.lshr(ir_rounded_bits(builder, value, 16),
+                                                        splat(VI, 16)), VH)
     return lambda value: value
 
 
