@@ -156,14 +156,14 @@ def test_compiled_kernel_streams_and_fences(dtype):
 
 
 _PREFETCH_DISTANCES = """
-import re, numpy as np
+import re, sys, numpy as np
 from aclnn.kernels import smooth_l1_rows as s
-from aclnn.kernels.bits import F16
 from aclnn.kernels.typed import VIEW_DTYPE
+view = VIEW_DTYPE[int(sys.argv[1])]
 kernel = s.smooth_l1_flat  # compiled here: NUMBA_CACHE_DIR is empty
 raw = np.zeros(256, np.uint8)
-out = raw[-raw.ctypes.data % 64:][:128].view(VIEW_DTYPE[F16])  # streamed: on a line
-a = np.zeros(64, VIEW_DTYPE[F16])
+out = raw[-raw.ctypes.data % 64:][:128].view(view)  # streamed: on a line
+a = np.zeros(64, view)
 kernel(a, a, a, out, np.float32(1), 0, np.float32(1), True)
 asm = kernel.inspect_asm(kernel.signatures[0])
 print(" ".join(sorted(set(re.findall(r"\\tprefetcht0\\t(\\d+)\\(", asm)))))
@@ -173,15 +173,18 @@ print(" ".join(sorted(set(re.findall(r"\\tprefetcht0\\t(\\d+)\\(", asm)))))
 @pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"),
                     reason="the instructions checked are x86's")
 @pytest.mark.parametrize("level", ["native", "avx2"])
-def test_contiguous_16bit_loop_prefetch_distance(level, tmp_path):
-    """The contiguous kernel's float16 loop prefetches its inputs FLAT_PREFETCH_BYTES
-    ahead (a pair of vectors: one line, or two where a vector is half a line): 512 bytes
-    built for AVX-512, 8192 for AVX2, not the tiled rows' ROW_PREFETCH_BYTES there."""
+@pytest.mark.parametrize("code", [F16, BF16])
+def test_contiguous_16bit_loop_prefetch_distance(level, code, tmp_path):
+    """The contiguous kernel's 16-bit loops prefetch their inputs FLAT_PREFETCH_BYTES ahead
+    (FLAT_PREFETCH_BYTES_BF16 for bfloat16; a pair of vectors: one line, or two where a
+    vector is half a line): 512 and 2048 bytes built for AVX-512, 8192 for AVX2, not the
+    tiled rows' ROW_PREFETCH_BYTES there."""
     env = {**os.environ, **(isa.ENVIRONMENTS["avx2"] if level == "avx2" else {}),
            "NUMBA_CACHE_DIR": str(tmp_path)}
-    done = subprocess.run([sys.executable, "-c", _PREFETCH_DISTANCES], capture_output=True,
-                          text=True, env=env, timeout=300)
+    done = subprocess.run([sys.executable, "-c", _PREFETCH_DISTANCES, str(code)],
+                          capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    ahead = 512 if level == "native" and lanes.LINE_VECTORS else 8192
+    native = {F16: 512, BF16: 2048}[code] if lanes.LINE_VECTORS else 8192
+    ahead = native if level == "native" else 8192
     assert set(map(int, done.stdout.split())) <= {ahead, ahead + 64}
     assert ahead in set(map(int, done.stdout.split()))

@@ -70,7 +70,14 @@ RUNS = 64  # parallel work items
 # - built for AVX-512 (a vector fills a line, `LINE_VECTORS`): first the same (float16
 #   1.03-1.08 against 0.98-1.10, bfloat16 1.03 against 0.91), then in four later runs
 #   float16 1.04-1.05 against 1.15-1.17 and bfloat16 1.02-1.04 against 1.07: 512 there.
+# bfloat16 rows in the unpacked lane order (`lanes._UNPACKED`), built for AVX-512, 512 /
+# 2048 / 4096 bytes, alternating in one process: 2.42-2.44 / 2.32-2.35 / 2.44 ms in three
+# runs while a plain triad took 1.31 ms; 1.62-1.69 / 1.39-1.41 in three runs and 4096 at
+# 1.44 in one while it took 0.84. float16 there: 2.20-2.23 / 2.30-2.34 / 2.39-2.41 and
+# 1.40-1.43 / 1.35-1.40 / 1.45, so it keeps 512. Built for AVX2, 4096 and 8192 bytes ran
+# alike (1.18-1.23 ms, both dtypes).
 FLAT_PREFETCH_BYTES = 512 if LINE_VECTORS else 8192
+FLAT_PREFETCH_BYTES_BF16 = 2048 if LINE_VECTORS else 8192
 # The tiled kernel's rows keep 512: with 8192, float16 4096 x 4096 with a broadcast target
 # took 1.07-1.10x as long (a self transposed 0.95-0.97x).
 ROW_PREFETCH_BYTES = 512
@@ -236,9 +243,11 @@ def smooth_l1_flat(g, x, y, o, factor, mode, scale, streaming):
     runs = min(blocks, RUNS)
     for run in prange(runs):
         pad = np.empty(PAD_BYTES, np.uint8)
+        # a constant where the loop is compiled (a value from outside prange is not)
+        ahead = FLAT_PREFETCH_BYTES_BF16 if element_code(o) == BF16 else FLAT_PREFETCH_BYTES
         for b in range(run * blocks // runs, (run + 1) * blocks // runs):
             at = b * BLOCK * o.itemsize
             smooth_l1_row(code, gb, at, xb, at, yb, at, ob, at, min(BLOCK, n - b * BLOCK),
-                          factor, mode, scale, has_grad, streaming, pad, FLAT_PREFETCH_BYTES)
+                          factor, mode, scale, has_grad, streaming, pad, ahead)
         if streaming:
             store_fence()
