@@ -109,6 +109,11 @@ def load_lanes(builder, code: int, pointer):
 _UNPACKED = [0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15]
 
 
+def lane_order(code: int) -> list[int]:
+    """Which element of 16 each lane of `row_loader`'s vectors holds."""
+    return _UNPACKED if code == BF16 else list(range(LANES))
+
+
 def _load_bf16_unpacked(builder, pointer):
     """The 16 contiguous bfloat16 elements at the byte `pointer` as float32, in the lane
     order `_UNPACKED`."""
@@ -136,9 +141,9 @@ def _bf16_repacker(builder):
 
 
 def row_loader(builder, code: int):
-    """For kernels whose every load and store of a row has the one element `code`: a
-    function (pointer -> float32 x 16) loading 16 contiguous elements, for bfloat16 in the
-    lane order `_UNPACKED`."""
+    """For kernels whose every vector load and store of a row has the one element `code`:
+    a function (pointer -> float32 x 16) loading 16 contiguous elements, for bfloat16 in
+    the lane order `_UNPACKED` (see `lane_order`)."""
     if code == BF16:
         return lambda pointer: _load_bf16_unpacked(builder, pointer)
     return lambda pointer: load_lanes(builder, code, pointer)
