@@ -334,6 +334,24 @@ def test_library_float16_table_stands_in_for_its_subnormals(approximate):
     assert _same_bits(out.view(np.float16), expected)
 
 
+@pytest.mark.parametrize("approximate", MODES)
+def test_bfloat16_tables_nans_have_a_zero_low_half(approximate):
+    """The bfloat16 factor tables (ours and the library contract's): every NaN has a zero
+    low half, which the lookup's packing of bfloat16 lanes (`lanes.row_narrower`) needs to
+    keep it a NaN; and the NaN x give NaN for g = 1."""
+    use_tanh = approximate == "tanh"
+    view = np.dtype(np.int16)
+    for table in (pointwise._derivative_table(pointwise.BF16, use_tanh),
+                  dag950.factor_table(view, use_tanh)):
+        nan = np.isnan(table)
+        assert nan.sum() >= 254
+        assert not np.any(table[nan].view(np.uint32) & 0xFFFF)
+        x = lookup.all_values(view)[nan]
+        out = np.empty_like(x)
+        lookup.scaled_lookup(np.ones_like(x, ml_dtypes.bfloat16).view(view), x, out, table)
+        assert np.isnan(out.view(ml_dtypes.bfloat16).astype(np.float32)).all()
+
+
 @pytest.mark.parametrize("approximate, bound", [("none", 4.0), ("tanh", 8.0)])
 @pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16])
 def test_every_16bit_input_meets_the_bar(dtype, approximate, bound):
