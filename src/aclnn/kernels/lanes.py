@@ -104,8 +104,9 @@ def load_lanes(builder, code: int, pointer):
 # subnormal, which that instruction flushes), alternating in one process: 16M elements
 # 0.87-0.91 of the time (2.19-2.31 against 2.44-2.53 ms; a float16 row kernel on the same
 # bytes 2.12-2.17), in cache 0.92; the natural order rounded by integers 0.93-0.98. The
-# table kernel (`lookup`), whose loads are not all bfloat16, rounds in the natural order by
-# integers: the same time as `vcvtneps2bf16` on N(0, 1), 0.96 of it on U(+-100).
+# table kernel (`lookup`) rounded by integers in the natural order took the same time as
+# with `vcvtneps2bf16` on N(0, 1), 0.96 of it on U(+-100); its lanes now go in the
+# unpacked order too (the factors loaded in that order).
 _UNPACKED = [0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15]
 
 

@@ -23,10 +23,9 @@ that loop in one process, new / old time for x from N(0,1), U(+-8), U(+-100):
 512, 1024, 2048 and 4096 bytes; bfloat16 0.96-1.15 at any.) bfloat16 lanes go in the row
 kernels' unpacked order (`lanes.row_loader`, the factors loaded in that order; a table's
 NaNs, float32 results from bfloat16 values, have the zero low half `lanes.row_narrower`
-needs): 0.90-0.96
-of the time built for AVX2 (N(0, 1) 1.60-1.62 ms against 1.67-1.77), the same for
-AVX-512. A subnormal table value makes its products take x86 microcode assists: float16
-tables hold none (`float16_factors`).
+needs): 0.90-0.96 of the time built for AVX2 (N(0, 1) 1.60-1.62 ms against 1.67-1.77),
+the same for AVX-512. A subnormal table value makes its products take x86 microcode
+assists: float16 tables hold none (`float16_factors`).
 """
 
 from __future__ import annotations
