@@ -8,6 +8,9 @@ float32 (conversions exact, NaN payloads, -0, infinities and subnormals kept), o
 block into the same 16-bit bits: any source step and offset, any destination position,
 nothing written outside the block."""
 
+import platform
+import re
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -81,3 +84,17 @@ def test_transpose_block(dtype, code, kept, row, col, side):
     expected[2:18, 1:17] = source[row:row + 16, col:col + 16].T.astype(row_dtype)
     unsigned = np.uint32 if row_size == 4 else np.uint16
     assert dst.view(unsigned).tolist() == expected.reshape(-1).view(unsigned).tolist()
+
+
+@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"),
+                    reason="the instructions checked are x86's")
+def test_transpose_shuffles_within_lanes():
+    """The block transpose loads 128-bit pieces into lanes and unpacks within them: no
+    lane-crossing permute (vperm*, vshuf*x*), no 8-byte loads gathered into lanes. The
+    element codes are run-time values, so one compiled copy holds all four variants."""
+    options = {k: v for k, v in _transpose.targetoptions.items() if k not in ("cache", "nopython")}
+    kernel = njit(**options)(_transpose.py_func)  # compiled afresh, inspectable
+    kernel(F32, F32, np.zeros(64 * 64, np.uint8), 0, 64, np.zeros(64 * 64, np.uint8), 0, 256)
+    asm = kernel.inspect_asm(kernel.signatures[0])
+    assert len(re.findall(r"\tv(p)?unpck", asm)) >= 3 * 48 + 32
+    assert not re.search(r"\tv(perm|shuf[if](32|64)x)|\tvmovq\t-?\d*\(", asm)

@@ -7,9 +7,13 @@ operands that stride past a cache line (transposed views, staged a tile at a tim
 16 x 16 blocks, what the blocks leave element by element).
 """
 
+import platform
+import re
+
 import ml_dtypes
 import numpy as np
 import pytest
+from numba import njit
 
 import aclnn
 from aclnn.kernels import pointwise
@@ -228,3 +232,25 @@ def test_16bit_tiled_rows_give_the_float32_rows_bits(op, dtype, monkeypatch):
         out.free()
     assert chosen and pointwise.F32 not in chosen
     assert all(np.array_equal(result, results[0]) for result in results[1:])
+
+
+@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"),
+                    reason="the instruction checked is x86's")
+def test_staging_asks_for_the_next_block_column(monkeypatch):
+    """Staging a transposed operand prefetches, non-temporally, the 16 lines the next block
+    column reads (the tiled rows themselves prefetch with prefetcht0 only)."""
+    tiled = pointwise._tiled_backward
+    options = {k: v for k, v in tiled.targetoptions.items() if k not in ("cache", "nopython")}
+    kernel = njit(**options)(tiled.py_func)  # inspectable: not cached
+    side, size = 64, 2
+    buffers = [np.zeros(side * side * size, np.uint8) for _ in range(4)]
+    rows = (side * size, size)
+    strides = [rows, (size, side * size), rows, rows]
+    operands = [pointwise.StridedOperand(b, pointwise.F16, 0, s)
+                for b, s in zip(buffers, strides)]
+    recorded = []
+    monkeypatch.setattr(pointwise, "_tiled_backward", lambda *args: recorded.append(args))
+    pointwise.smooth_l1_backward((side, side), *operands, 1.0, 1.0)()
+    kernel(*recorded[0])
+    asm = kernel.inspect_asm(kernel.signatures[0])
+    assert len(re.findall(r"\tprefetchnta\t", asm)) >= 16
