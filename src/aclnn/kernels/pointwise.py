@@ -387,7 +387,11 @@ def _tile_shape(shape, strides, row_bytes: int) -> tuple[int, int]:
     next tile's during this tile's rows), and tiles of 16-64 rows by 4096 columns or 64-128
     rows by 512-1024 columns (a staging area that stays in L2 gives the other operands
     short rows, which cost more than the stores save: float32 0.43-0.63 against 0.56-0.67,
-    float16 0.27-0.50 against 0.50-0.56)."""
+    float16 0.27-0.50 against 0.50-0.56). With the lane transposes: 4 MiB tiles (float16
+    512 rows) took 0.94-0.97 of the time of 2 MiB ones in five runs at both ISA levels,
+    not taken: two of them per thread outgrow a laptop core's share of L3, and the staged
+    rows would then come back from memory; tile heights that leave the threads unequal
+    tile counts (192 or 384 rows on 4096) ran 1.05-1.10x as long as 256."""
     if not any(abs(s[-1]) > CACHE_LINE_BYTES for s in strides):
         return max(1, min(shape[-2], CHUNK // max(shape[-1], 1))), CHUNK
     cols = min(shape[-1], STAGED_COLS)
