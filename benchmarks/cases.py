@@ -64,7 +64,10 @@ def measure_throughput(case: Case, cfg: Config) -> Row:
     ratios: for a torch/ours target, triad probes that move the case's bytes, one with
     plain stores (the "x triad" yardstick) and one with streaming stores (the floor that
     bounds the reachable ratio, see `note_bandwidth_ceilings`); for a target relative
-    to another case (`vs_case`), that case's call (`extra["reference_ms"]`)."""
+    to another case (`vs_case`), that case's call (`extra["reference_ms"]`), made on
+    this setup's buffers where it offers one (`Setup.reference`), and where both setups
+    name a `varied` input, timed again with those swapped (`extra["swapped_ms"]`, see
+    `harness.crossed_ratio`)."""
     dev = Device()
     try:
         s = case.setup(cfg, dev)
@@ -78,11 +81,17 @@ def measure_throughput(case: Case, cfg: Config) -> Row:
                                                      s.bytes_written).ours
                               if s.bytes_written else
                               probe.triad_setup(s.bytes_moved // 16, streamed=True).ours)
+        reference = None
         if target and target.needs:
-            reference = next(c for c in CASES if c.name == target.needs[0]).setup(cfg, dev)
+            reference = (s._replace(ours=s.reference) if s.reference is not None else
+                         next(c for c in CASES if c.name == target.needs[0]).setup(cfg, dev))
             timed["reference"] = reference.ours
         times = dict(zip(timed, time_alternating(list(timed.values()), cfg.repeat,
                                                  cfg.warmup)))
+        if reference is not None and s.varied is not None and reference.varied is not None:
+            dev.swap(s.varied, reference.varied)
+            times["swapped"] = time_alternating([s.ours, reference.ours], cfg.repeat,
+                                                cfg.warmup)
         if s.in_cache:
             times["compute"] = seconds_per_element_in_cache(s.in_cache, cfg.repeat,
                                                             cfg.warmup) * s.elements
@@ -92,6 +101,8 @@ def measure_throughput(case: Case, cfg: Config) -> Row:
     for key in ("triad", "floor", "reference", "compute"):
         if key in times:
             row.extra[f"{key}_ms"] = times[key] * 1e3
+    if "swapped" in times:
+        row.extra["swapped_ms"] = [t * 1e3 for t in times["swapped"]]
     if "floor" in times and s.bytes_written:
         row.extra["floor_written_mb"] = s.bytes_written / 1e6
     if "reference" in times:
@@ -276,18 +287,25 @@ def smooth_l1(dtype, reduction: int = 0, grad_shape=None, layout: str = "1d"):
         x = host_data(shape, dtype, 1)
         y = host_data((cfg.side, 1) if layout == "bcast" else shape, dtype, 2)
         tg, tx, ty = to_torch(g), to_torch(x), to_torch(y)
-        if layout == "transposed":
-            dx = dev.tensor(x, view_shape=shape, strides=[1, cfg.side])
+        dg, x_at, dy = dev.tensor(g), dev.place(x), dev.tensor(y)
+        dx = dev.view(x_at, x)
+        out, tout = dev.output(shape, dtype), _torch_out(shape, dtype)
+
+        def call(x_view, target):
+            return two_phase("SmoothL1LossBackward", dg, x_view, target, reduction, 1.0, out)
+        reference = None
+        if layout == "transposed":  # the contiguous call reads the same bytes in order
+            ours, reference = call(dev.view(x_at, x, shape, [1, cfg.side]), dy), call(dx, dy)
             tx = tx.t()
         else:
-            dx = dev.tensor(x)
-        out, tout = dev.output(shape, dtype), _torch_out(shape, dtype)
-        ours = two_phase("SmoothL1LossBackward", dev.tensor(g), dx, dev.tensor(y),
-                         reduction, 1.0, out)
+            ours = call(dx, dy)
+        if layout == "bcast":  # the contiguous call on the same gradOut, self and output
+            reference = call(dx, dev.tensor(host_data(shape, dtype, 2)))
 
         def theirs():
             aten.smooth_l1_loss_backward.grad_input(tg, tx, ty, reduction, 1.0, grad_input=tout)
-        return Setup(ours, theirs, g.nbytes + x.nbytes + y.nbytes + tout.nbytes, x.size)
+        return Setup(ours, theirs, g.nbytes + x.nbytes + y.nbytes + tout.nbytes, x.size,
+                     reference=reference)
     return setup
 
 
@@ -314,10 +332,12 @@ def gelu(dtype, approximate: str, spread: str = "normal"):
     """GeluBackwardV2 on [n], self drawn from `spread` (harness.SPREADS), in float32 with
     the same call on in-cache sizes (the compute floor; 16-bit operands look GELU' up in a
     table); torch: gelu_backward.grad_input."""
-    def ours_on(n: int, dev: Device) -> Callable[[], None]:
+    def ours_on(n: int, dev: Device) -> tuple[Callable[[], None], tuple[int, int]]:
+        """Our call on n elements, and self's device buffer (address, bytes)."""
         g, x = host_data((n,), dtype, 0), host_data((n,), dtype, 1, spread)
-        return two_phase("GeluBackwardV2", dev.tensor(g), dev.tensor(x), approximate,
-                         dev.output((n,), dtype))
+        x_at = dev.place(x)
+        return two_phase("GeluBackwardV2", dev.tensor(g), dev.view(x_at, x), approximate,
+                         dev.output((n,), dtype)), (x_at, x.nbytes)
 
     def setup(cfg: Config, dev: Device) -> Setup:
         shape = (cfg.n,)
@@ -326,10 +346,11 @@ def gelu(dtype, approximate: str, spread: str = "normal"):
 
         def theirs():
             aten.gelu_backward.grad_input(tg, tx, approximate=approximate, grad_input=tout)
-        in_cache = (tuple(ours_on(n, dev) for n in IN_CACHE_SIZES)
+        in_cache = (tuple(ours_on(n, dev)[0] for n in IN_CACHE_SIZES)
                     if np.dtype(dtype) == F32 else None)
-        return Setup(ours_on(cfg.n, dev), theirs, g.nbytes + x.nbytes + tout.nbytes, x.size,
-                     in_cache=in_cache)
+        ours, self_buffer = ours_on(cfg.n, dev)
+        return Setup(ours, theirs, g.nbytes + x.nbytes + tout.nbytes, x.size,
+                     in_cache=in_cache, varied=self_buffer)
     return setup
 
 

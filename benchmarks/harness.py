@@ -3,6 +3,7 @@ result rows and targets."""
 
 from __future__ import annotations
 
+import math
 import os
 import statistics
 import time
@@ -142,18 +143,34 @@ class Device:
         self.tensors.append(t)
         return t
 
-    def tensor(self, host: np.ndarray, view_shape=None, strides=None, fmt=aclnn.ACL_FORMAT_ND):
-        """Copy contiguous `host` to device memory (malloc + memcpy) and describe it as an
-        aclTensor; `view_shape`/`strides` (in elements) default to `host`'s own."""
-        host = np.asarray(host)
-        if not host.flags.c_contiguous:
-            host = host.copy()
+    def place(self, host: np.ndarray) -> int:
+        """Copy contiguous `host` to new device memory (malloc + memcpy); its address."""
+        host = np.ascontiguousarray(host)
         ptr = self._malloc(host.nbytes)
         _check(acl.rt.memcpy(ptr, host.nbytes, acl.util.numpy_to_ptr(host), host.nbytes,
                              acl.ACL_MEMCPY_HOST_TO_DEVICE), "acl.rt.memcpy")
+        return ptr
+
+    def view(self, ptr: int, host: np.ndarray, view_shape=None, strides=None,
+             fmt=aclnn.ACL_FORMAT_ND):
+        """An aclTensor over the device copy of `host` at `ptr` (see `place`);
+        `view_shape`/`strides` (in elements) default to `host`'s own."""
         view_shape = host.shape if view_shape is None else view_shape
-        strides = [s // host.itemsize for s in host.strides] if strides is None else strides
+        strides = _contiguous_strides(host.shape) if strides is None else strides
         return self._tensor(ptr, host.shape, host.dtype, view_shape, strides, fmt)
+
+    def tensor(self, host: np.ndarray, fmt=aclnn.ACL_FORMAT_ND):
+        """Copy `host` to device memory and describe it as an aclTensor (`place`, `view`)."""
+        return self.view(self.place(host), np.asarray(host), fmt=fmt)
+
+    def swap(self, a: tuple[int, int], b: tuple[int, int]) -> None:
+        """Exchange the contents of two device buffers (address, bytes) of one size."""
+        (pa, size), (pb, other) = a, b
+        assert size == other, (size, other)
+        held = self._malloc(size)
+        for dst, src in ((held, pa), (pa, pb), (pb, held)):
+            _check(acl.rt.memcpy(dst, size, src, size, acl.ACL_MEMCPY_DEVICE_TO_DEVICE),
+                   "acl.rt.memcpy")
 
     def output(self, shape, dtype, fmt=aclnn.ACL_FORMAT_ND):
         """A zero-filled contiguous device tensor (memset, so its pages are resident)."""
@@ -297,7 +314,16 @@ class Setup(NamedTuple):
     `bytes_written`, for an operator that writes far more than a triad's quarter of its
     bytes, those of them it writes (its floor is then a probe with its own mix of reads
     and writes, see `probe.read_write_setup`); `in_cache`, our call on IN_CACHE_SIZES
-    elements, small enough to stay in cache (see `seconds_per_element_in_cache`)."""
+    elements, small enough to stay in cache (see `seconds_per_element_in_cache`).
+
+    For a case judged against another (`vs_case`), where the two differ only in layout:
+    `reference`, that case's call made on this setup's own buffers (a contiguous view of
+    the bytes this case views transposed), so both read memory placed alike; where they
+    differ in the values of one input: `varied`, that input's device buffer (address,
+    bytes), which the measurement swaps with the reference's own `varied` halfway through
+    (see `crossed_ratio`). The same call on two sets of buffers ran up to 1.4x apart on
+    these machines (the buffers' physical placement), so without either the ratio would
+    measure the placement as much as the layout or the values."""
 
     ours: Callable[[], object]
     torch: Callable[[], object] | None
@@ -305,6 +331,8 @@ class Setup(NamedTuple):
     elements: int = 0
     bytes_written: int = 0
     in_cache: tuple[Callable[[], object], Callable[[], object]] | None = None
+    reference: Callable[[], object] | None = None
+    varied: tuple[int, int] | None = None
 
 
 @dataclass
@@ -410,16 +438,30 @@ def both(first: Target, second: Target) -> Target:
                   first.torch_factor or second.torch_factor)
 
 
+def crossed_ratio(row: Row) -> float:
+    """Our call's time over the reference case's: timed alongside, and where the two
+    setups swapped their `varied` inputs halfway (`extra["swapped_ms"]`: ours, then the
+    reference's call, each on the other's values), the geometric mean of the ratio before
+    and after, in which each set of buffers' own speed cancels out."""
+    ratio = row.ours_s * 1e3 / row.extra["reference_ms"]
+    swapped = row.extra.get("swapped_ms")
+    if swapped:
+        reference_values_here, our_values_there = swapped
+        ratio = math.sqrt(ratio * our_values_there / reference_values_here)
+    return ratio
+
+
 def vs_case(reference: str, factor: float) -> Target:
     """Passes when our elements/s >= `factor` x those of case `reference`, that case's call
-    timed alongside this one (`extra["reference_ms"]` and `["reference_elements"]`)."""
+    timed alongside this one (`extra["reference_ms"]` and `["reference_elements"]`, and
+    where the inputs were swapped, `crossed_ratio`)."""
     def check(row, rows):
         reference_ms = row.extra.get("reference_ms")
         if not reference_ms or not row.elements_per_s:
             return None, f"needs case {reference!r} timed alongside"
-        reference_rate = row.extra["reference_elements"] / (reference_ms * 1e-3)
-        return _at_least(row.elements_per_s / reference_rate, factor,
-                         f"elements/s vs {reference!r}:")
+        time_ratio = crossed_ratio(row)
+        rate_ratio = row.elements / row.extra["reference_elements"] / time_ratio
+        return _at_least(rate_ratio, factor, f"elements/s vs {reference!r}:")
     return Target(f"elements/s >= {factor} x {reference!r}", check, needs=(reference,))
 
 

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from benchmarks import harness, isa, probe, runner
+from benchmarks import cases, harness, isa, probe, runner
 from benchmarks.cases import CASES, DTYPES, Case, note_bandwidth_ceilings
 from benchmarks.harness import (
     Row,
@@ -16,6 +16,8 @@ from benchmarks.harness import (
     vs_case,
     vs_torch,
 )
+
+from aclnn import acl
 
 
 def test_time_alternating_calls_each_function_in_turn():
@@ -43,6 +45,61 @@ def test_vs_case_uses_the_reference_timed_alongside():
     row.extra["reference_ms"] = 8.0
     assert target.check(row, {})[0] is True
     assert target.needs == ("contiguous",)
+
+
+def test_vs_case_crosses_over_the_swapped_inputs():
+    """With the varied inputs swapped halfway, the ratio is the geometric mean of before
+    and after: a slower set of buffers weighs on both calls alike and cancels out."""
+    target = vs_case("normal", 0.8)
+    row = Row("spread", ours_s=0.012, elements=1000)
+    row.extra.update(reference_ms=8.0, reference_elements=1000)
+    assert target.check(row, {})[0] is False  # 0.67: our buffers are the slow ones
+    row.extra["swapped_ms"] = [12.0, 8.0]  # the reference's values in them take as long
+    assert harness.crossed_ratio(row) == pytest.approx(1.0)
+    ok, detail = target.check(row, {})
+    assert ok is True and "1.00" in detail
+    row.extra["swapped_ms"] = [12.0, 10.0]  # our values: 1.5x, then 0.83x the reference's
+    assert harness.crossed_ratio(row) == pytest.approx((1.5 * 10 / 12) ** 0.5)
+
+
+def test_measure_throughput_times_the_setups_own_reference_or_swaps_varied_inputs(
+        monkeypatch):
+    calls, swapped = [], []
+
+    def setup_with(name, **fields):
+        return lambda cfg, dev: harness.Setup(lambda: calls.append(name), None, 0, 100,
+                                              **fields)
+
+    monkeypatch.setattr(harness.Device, "swap", lambda self, a, b: swapped.append((a, b)))
+    normal = Case("normal", setup_with("normal", varied=(1, 8)), None)
+    spread = Case("spread", setup_with("spread", varied=(2, 8)), vs_case("normal", 0.8))
+    monkeypatch.setattr(cases, "CASES", [normal, spread])
+    cfg = harness.Config(repeat=1, warmup=0)
+    row = cases.measure_throughput(spread, cfg)
+    assert swapped == [((2, 8), (1, 8))] and calls == ["spread", "normal"] * 2
+    assert len(row.extra["swapped_ms"]) == 2 and row.extra["reference_elements"] == 100
+
+    calls.clear()
+    layout = Case("transposed", setup_with("transposed", reference=lambda: calls.append("own")),
+                  vs_case("not a case", 0.75))
+    row = cases.measure_throughput(layout, cfg)
+    assert calls == ["transposed", "own"] and "swapped_ms" not in row.extra
+    assert row.extra["reference_elements"] == 100 and len(swapped) == 1
+
+
+def test_device_swap_exchanges_two_buffers_contents():
+    dev = harness.Device()
+    try:
+        a, b = np.arange(8, dtype=np.float32), -np.arange(1, 9, dtype=np.float32)
+        at_a, at_b = dev.place(a), dev.place(b)
+        dev.swap((at_a, a.nbytes), (at_b, b.nbytes))
+        back = [np.empty(8, np.float32) for _ in range(2)]
+        for host, at in zip(back, (at_a, at_b)):
+            assert acl.rt.memcpy(acl.util.numpy_to_ptr(host), host.nbytes, at, host.nbytes,
+                                 acl.ACL_MEMCPY_DEVICE_TO_HOST) == 0
+        assert back[0].tolist() == b.tolist() and back[1].tolist() == a.tolist()
+    finally:
+        dev.release()
 
 
 def test_streamed_and_torch_judges_against_the_streamed_probe():
