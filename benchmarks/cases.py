@@ -76,11 +76,15 @@ def measure_throughput(case: Case, cfg: Config) -> Row:
             timed["torch"] = s.torch
         target = case.target
         if s.torch is not None and s.bytes_moved and target and target.torch_factor:
-            timed["triad"] = probe.triad_setup(s.bytes_moved // 16).ours  # 16 B/element
-            timed["floor"] = (probe.read_write_setup(s.bytes_moved - s.bytes_written,
-                                                     s.bytes_written).ours
-                              if s.bytes_written else
-                              probe.triad_setup(s.bytes_moved // 16, streamed=True).ours)
+            if s.buffers:
+                timed["triad"] = probe.triad_over(s.buffers, streamed=False)
+                timed["floor"] = probe.triad_over(s.buffers, streamed=True)
+            else:
+                timed["triad"] = probe.triad_setup(s.bytes_moved // 16).ours  # 16 B/element
+                timed["floor"] = (probe.read_write_setup(s.bytes_moved - s.bytes_written,
+                                                         s.bytes_written).ours
+                                  if s.bytes_written else
+                                  probe.triad_setup(s.bytes_moved // 16, streamed=True).ours)
         reference = None
         if target and target.needs:
             reference = (s._replace(ours=s.reference) if s.reference is not None else
@@ -304,8 +308,9 @@ def smooth_l1(dtype, reduction: int = 0, grad_shape=None, layout: str = "1d"):
 
         def theirs():
             aten.smooth_l1_loss_backward.grad_input(tg, tx, ty, reduction, 1.0, grad_input=tout)
+        streamed = dev.buffers(dg, dx, dy, out) if g.size == y.size == x.size else None
         return Setup(ours, theirs, g.nbytes + x.nbytes + y.nbytes + tout.nbytes, x.size,
-                     reference=reference)
+                     reference=reference, buffers=streamed)
     return setup
 
 
@@ -317,14 +322,15 @@ def l1(dtype, reduction: int = 0, grad_shape=None):
         x, y = host_data(shape, dtype, 1), host_data(shape, dtype, 2)
         tg, tx, ty = to_torch(g), to_torch(x), to_torch(y)
         out, tout = dev.output(shape, dtype), _torch_out(shape, dtype)
-        ours = two_phase("L1LossBackward", dev.tensor(g), dev.tensor(x), dev.tensor(y),
-                         reduction, out)
+        operands = dev.tensor(g), dev.tensor(x), dev.tensor(y), out
+        ours = two_phase("L1LossBackward", *operands[:3], reduction, out)
 
         def theirs():
             torch.sub(tx, ty, out=tout)
             torch.sign(tout, out=tout)
             torch.mul(tout, tg / x.size if reduction == 1 else tg, out=tout)
-        return Setup(ours, theirs, g.nbytes + x.nbytes + y.nbytes + tout.nbytes, x.size)
+        return Setup(ours, theirs, g.nbytes + x.nbytes + y.nbytes + tout.nbytes, x.size,
+                     buffers=dev.buffers(*operands) if g.size == x.size else None)
     return setup
 
 

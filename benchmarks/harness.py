@@ -127,6 +127,7 @@ class Device:
     def __init__(self) -> None:
         self.ptrs: list[int] = []
         self.tensors: list = []
+        self._buffers: dict[int, tuple[int, int]] = {}  # id(tensor) -> (address, bytes)
         self.arrays: list = []
 
     def _malloc(self, nbytes: int) -> int:
@@ -141,7 +142,13 @@ class Device:
         if t is None:
             raise RuntimeError(f"aclCreateTensor failed: {aclnn.aclGetRecentErrMsg()}")
         self.tensors.append(t)
+        self._buffers[id(t)] = (ptr, int(np.prod(storage_shape, dtype=np.int64))
+                                * np.dtype(dtype).itemsize)
         return t
+
+    def buffers(self, *tensors) -> tuple[tuple[int, int], ...]:
+        """The device buffers (address, bytes) under tensors made here."""
+        return tuple(self._buffers[id(t)] for t in tensors)
 
     def place(self, host: np.ndarray) -> int:
         """Copy contiguous `host` to new device memory (malloc + memcpy); its address."""
@@ -323,7 +330,10 @@ class Setup(NamedTuple):
     bytes), which the measurement swaps with the reference's own `varied` halfway through
     (see `crossed_ratio`). The same call on two sets of buffers ran up to 1.4x apart on
     these machines (the buffers' physical placement), so without either the ratio would
-    measure the placement as much as the layout or the values."""
+    measure the placement as much as the layout or the values. For the same reason
+    `buffers`, the three device buffers (address, bytes) a call streams through and the
+    one it writes, of one size: the same-bytes triad probes run over those
+    (`probe.triad_over`)."""
 
     ours: Callable[[], object]
     torch: Callable[[], object] | None
@@ -333,6 +343,7 @@ class Setup(NamedTuple):
     in_cache: tuple[Callable[[], object], Callable[[], object]] | None = None
     reference: Callable[[], object] | None = None
     varied: tuple[int, int] | None = None
+    buffers: tuple[tuple[int, int], ...] | None = None
 
 
 @dataclass

@@ -11,6 +11,9 @@ AVX-512: 103 MB written non-temporally took 2.64 ms, where a triad moving 128 MB
 
 from __future__ import annotations
 
+import ctypes
+from collections.abc import Callable
+
 import numba
 import numpy as np
 import torch
@@ -41,15 +44,19 @@ def _triad(out, a, b, c):
 
 @intrinsic
 def _streamed_triad_line(typingctx, out, a, b, c, i):
-    """out[i:i + 16] = a + b * c, stored non-temporally (out + 4i aligned to 64 bytes)."""
+    """out[i:i + 16] = a + b * c, stored non-temporally (out + 4i aligned to 64 bytes); in
+    float32, or on uint32 arrays in integers (wrapping, whatever bits they hold)."""
+    floats = a.dtype == types.float32
+
     def codegen(context, builder, signature, args):
-        vector = ir.VectorType(ir.FloatType(), 16)
+        vector = ir.VectorType(ir.FloatType() if floats else ir.IntType(32), 16)
 
         def line(k):
             data = context.make_array(signature.args[k])(context, builder, value=args[k]).data
             return builder.bitcast(builder.gep(data, [args[4]]), vector.as_pointer())
         a_, b_, c_ = (builder.load(line(k), align=64) for k in (1, 2, 3))
-        stored = builder.store(builder.fadd(a_, builder.fmul(b_, c_)), line(0), align=64)
+        add, mul = (builder.fadd, builder.fmul) if floats else (builder.add, builder.mul)
+        stored = builder.store(add(a_, mul(b_, c_)), line(0), align=64)
         stored.set_metadata("nontemporal", builder.module.add_metadata([ir.IntType(32)(1)]))
         return context.get_dummy_value()
     return types.none(out, a, b, c, types.intp), codegen
@@ -57,7 +64,8 @@ def _streamed_triad_line(typingctx, out, a, b, c, i):
 
 @numba.njit(parallel=True, cache=True)
 def _streamed_triad(out, a, b, c):
-    """_triad for sizes that are multiples of 16, on 64-byte aligned arrays."""
+    """_triad for sizes that are multiples of 16, on 64-byte aligned float32 or uint32
+    arrays."""
     lines = out.size // 16
     for t in prange(2 * THREADS):
         for k in range(t * lines // (2 * THREADS), (t + 1) * lines // (2 * THREADS)):
@@ -150,3 +158,18 @@ def triad_setup(n: int, streamed: bool = False) -> Setup:
     kernel = _streamed_triad if streamed else _triad
     return Setup(lambda: kernel(out, a, b, c),
                  lambda: torch.addcmul(ta, tb, tc, out=t_out), 4 * 4 * n, n)
+
+
+def triad_over(buffers: tuple[tuple[int, int], ...], streamed: bool) -> Callable[[], None]:
+    """The triad over a case's own device buffers (address, bytes): the three it reads
+    and the one it writes, as uint32 words in integer arithmetic (their bits may be any
+    16-bit values, whose float32 reading could hold subnormals), so that it meets the
+    memory those buffers lie in. Each buffer is taken up to the smallest one's size, in
+    whole 64-byte lines when `streamed`."""
+    numba.set_num_threads(THREADS)
+    words = min(size for _, size in buffers) // 4
+    words -= words % 16 if streamed else 0
+    a, b, c, out = (np.ctypeslib.as_array((ctypes.c_uint32 * words).from_address(at))
+                    for at, _ in buffers)
+    kernel = _streamed_triad if streamed else _triad
+    return lambda: kernel(out, a, b, c)

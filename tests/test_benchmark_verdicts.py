@@ -206,6 +206,40 @@ def test_read_write_probe_reads_each_line_once_and_writes_every_line(src_lines, 
                                                         out_lines))
 
 
+@pytest.mark.parametrize("streamed", [False, True])
+def test_triad_over_a_cases_buffers_computes_in_words_in_place(streamed):
+    """The same-bytes probe over a case's own buffers: out = a + b * c on their uint32
+    words (wrapping), up to the smallest buffer (whole lines when streamed)."""
+    dev = harness.Device()
+    try:
+        rng = np.random.default_rng(3)
+        hosts = [rng.integers(0, 2**32, 16 * 40, dtype=np.uint32).view(np.float16)
+                 for _ in range(3)]
+        out = dev.output((2 * 16 * 40 + 10,), np.float16)  # larger: its tail is untouched
+        buffers = dev.buffers(*(dev.tensor(h) for h in hosts), out)
+        probe.triad_over(buffers, streamed)()
+        got = np.empty(2 * 16 * 40 + 10, np.float16)
+        assert acl.rt.memcpy(acl.util.numpy_to_ptr(got), got.nbytes, buffers[3][0], got.nbytes,
+                             acl.ACL_MEMCPY_DEVICE_TO_HOST) == 0
+        a, b, c = (h.view(np.uint32) for h in hosts)
+        assert np.array_equal(got[:-10].view(np.uint32), a + b * c)
+        assert not got[-10:].view(np.uint16).any()
+    finally:
+        dev.release()
+
+
+def test_measure_throughput_runs_the_probes_over_the_cases_buffers(monkeypatch):
+    over = []
+    monkeypatch.setattr(probe, "triad_over",
+                        lambda buffers, streamed: lambda: over.append((buffers, streamed)))
+    buffers = ((1, 64), (2, 64), (3, 64), (4, 64))
+    case = Case("loss", lambda cfg, dev: harness.Setup(lambda: None, lambda: None, 256, 16,
+                                                       buffers=buffers), vs_torch(1.0))
+    row = cases.measure_throughput(case, harness.Config(repeat=1, warmup=0))
+    assert (buffers, False) in over and (buffers, True) in over
+    assert "triad_ms" in row.extra and "floor_ms" in row.extra
+
+
 def test_targets_carry_their_torch_factor():
     assert vs_torch(1.5).torch_factor == 1.5
     assert streamed_and_torch(0.85, 1.0).torch_factor == 1.0
