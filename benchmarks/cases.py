@@ -87,7 +87,7 @@ def measure_throughput(case: Case, cfg: Config) -> Row:
                                   probe.triad_setup(s.bytes_moved // 16, streamed=True).ours)
         reference = None
         if target and target.needs:
-            reference = (s._replace(ours=s.reference) if s.reference is not None else
+            reference = (s._replace(ours=s.reference, varied=None) if s.reference else
                          next(c for c in CASES if c.name == target.needs[0]).setup(cfg, dev))
             timed["reference"] = reference.ours
         times = dict(zip(timed, time_alternating(list(timed.values()), cfg.repeat,
