@@ -95,7 +95,8 @@ def test_short_rows_share_a_tile():
     shorter (as many as the row dim has), else CHUNK columns of one row."""
     def tile(rows, cols):
         shape = [1] * 6 + [rows, cols]
-        return pointwise._tile_shape(shape, [[0] * 6 + [4 * cols, 4], [0] * 6 + [4, 0]], 4)
+        return pointwise._tile_shape(shape, [[0] * 6 + [4 * cols, 4], [0] * 6 + [4, 0]], 4,
+                                     threads=2)
 
     assert tile(1000, 17) == (4096 // 17, pointwise.CHUNK)
     assert tile(3, 40) == (3, pointwise.CHUNK)
@@ -105,16 +106,31 @@ def test_short_rows_share_a_tile():
 def test_staged_tiles_hold_the_same_bytes():
     """A staged tile holds STAGED_TILE_BYTES in the rows' dtype: twice the rows in 16-bit
     rows, so each column of the staged operand is read as 512 bytes of its own row."""
-    def tile(rows, cols, row_bytes):
-        shape = [1] * 6 + [rows, cols]
-        strides = [[0] * 6 + [row_bytes * cols, row_bytes], [0] * 6 + [row_bytes, row_bytes * rows]]
-        return pointwise._tile_shape(shape, strides, row_bytes)
+    assert _staged_tile(4096, 4096, 4) == (128, 4096)
+    assert _staged_tile(4096, 4096, 2) == (256, 4096)
+    assert _staged_tile(4096, 5000, 2) == (256, 4096)
+    assert _staged_tile(100, 4096, 2, threads=1) == (100, 4096)
+    assert _staged_tile(9000, 1000, 2) == (1040, 1000)
 
-    assert tile(4096, 4096, 4) == (128, 4096)
-    assert tile(4096, 4096, 2) == (256, 4096)
-    assert tile(4096, 5000, 2) == (256, 4096)
-    assert tile(100, 4096, 2) == (100, 4096)
-    assert tile(9000, 1000, 2) == (1040, 1000)
+
+def _staged_tile(rows, cols, row_bytes, threads=2, outer=1):
+    """The tile shape for a [outer, rows, cols] iteration with an operand transposed."""
+    shape = [1] * 5 + [outer, rows, cols]
+    strides = [[0] * 5 + [row_bytes * rows * cols, row_bytes * cols, row_bytes],
+               [0] * 5 + [row_bytes * rows * cols, row_bytes, row_bytes * rows]]
+    return pointwise._tile_shape(shape, strides, row_bytes, threads)
+
+
+def test_staged_tiles_give_every_thread_one():
+    """Staged tiles are cut in rows (multiples of BLOCK) until there are at least as many
+    as threads, counting tiles side by side and over the outer dims."""
+    assert _staged_tile(1024, 1024, 2) == (512, 1024)  # one tile of 1024 rows would fit
+    assert _staged_tile(1024, 1024, 2, threads=1) == (1024, 1024)
+    assert _staged_tile(100, 4096, 2) == (64, 4096)
+    assert _staged_tile(100, 4096, 2, threads=8) == (16, 4096)  # 7 tiles: BLOCK rows at least
+    assert _staged_tile(1024, 8192, 2) == (256, 4096)  # two side by side, 256 rows fill them
+    assert _staged_tile(1024, 1024, 2, threads=4, outer=2) == (512, 1024)
+    assert _staged_tile(1024, 1024, 2, threads=8, outer=2) == (256, 1024)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
