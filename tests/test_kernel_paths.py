@@ -270,3 +270,21 @@ def test_staging_asks_for_the_next_block_column(monkeypatch):
     kernel(*recorded[0])
     asm = kernel.inspect_asm(kernel.signatures[0])
     assert len(re.findall(r"\tprefetchnta\t", asm)) >= 16
+
+
+def test_rows_of_staged_tiles_prefetch_further(monkeypatch):
+    """The tiled kernel's 16-bit SmoothL1 rows prefetch STAGED_ROW_PREFETCH_BYTES ahead
+    where an operand is staged (a transposed self), ROW_PREFETCH_BYTES otherwise (a
+    broadcast target)."""
+    side, size = 64, 2
+    buffers = [np.zeros(side * side * size, np.uint8) for _ in range(4)]
+    rows, transposed_self, broadcast = (side * size, size), (size, side * size), (size, 0)
+    recorded = []
+    monkeypatch.setattr(pointwise, "_tiled_backward", lambda *args: recorded.append(args))
+    for strides in ([rows, transposed_self, rows, rows], [rows, rows, broadcast, rows]):
+        operands = [pointwise.StridedOperand(b, pointwise.F16, 0, s)
+                    for b, s in zip(buffers, strides)]
+        pointwise.smooth_l1_backward((side, side), *operands, 1.0, 1.0)()
+    assert [args[-1] for args in recorded] == [pointwise.STAGED_ROW_PREFETCH_BYTES,
+                                               pointwise.ROW_PREFETCH_BYTES]
+    assert pointwise.STAGED_ROW_PREFETCH_BYTES != pointwise.ROW_PREFETCH_BYTES

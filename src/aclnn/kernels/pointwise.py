@@ -53,7 +53,13 @@ from .lanes import prefetch_block_rows, transpose_x16
 from .launch import launch
 from .layout import MAX_RANK, coalesce
 from .smooth_l1_rows import PAD_BYTES as SMOOTH_L1_PAD
-from .smooth_l1_rows import slope_factor, smooth_l1_flat, smooth_l1_row
+from .smooth_l1_rows import (
+    ROW_PREFETCH_BYTES,
+    STAGED_ROW_PREFETCH_BYTES,
+    slope_factor,
+    smooth_l1_flat,
+    smooth_l1_row,
+)
 from .typed import VIEW_DTYPE
 
 CHUNK = 4096  # elements per tile when no operand is staged (see `_tile_shape`)
@@ -259,17 +265,18 @@ def _streamed(o, place, k, r, streaming):
 
 
 def _tile(params, bufs, meta, place, rows, n, work, work_bytes, areas, streaming, pad,
-          row_code):
+          row_code, ahead):
     """The rows of a tile, its operands located by `place`: SmoothL1 / L1 for params
     (factor, mode, scale) (see `smooth_l1_rows.slope_factor`), GELU for (use_tanh,),
     told apart when the kernel is compiled (see the overload below); `row_code`: the dtype
-    the rows are computed in (see `_row_code`)."""
+    the rows are computed in (see `_row_code`); `ahead`: how far 16-bit SmoothL1 / L1 rows
+    prefetch (see `PointwiseLaunch`)."""
     raise NotImplementedError("compiled code only")
 
 
 @overload(_tile, inline="always", jit_options={"error_model": "numpy", "fastmath": {"contract"}})
 def _tile_of(params, bufs, meta, place, rows, n, work, work_bytes, areas, streaming, pad,
-             row_code):
+             row_code, ahead):
     """The tile function for the type of `params`: bufs (gradOut, self, target, gradInput)
     row by row through `smooth_l1_rows.smooth_l1_row`, or (gradOutput, self, gradInput)
     through `gelu_rows.gelu_row`. The row buffers are picked once per tile and the
@@ -277,7 +284,7 @@ def _tile_of(params, bufs, meta, place, rows, n, work, work_bytes, areas, stream
     per tile, cost 10-35 % on 256 x 256 in cache (reference counting)."""
     if len(params) == 3:
         def smooth_l1(params, bufs, meta, place, rows, n, work, work_bytes, areas, streaming,
-                      pad, row_code):
+                      pad, row_code, ahead):
             factor, mode, scale = params
             g, x = _rows(bufs, work_bytes, place, 0), _rows(bufs, work_bytes, place, 1)
             y, o = _rows(bufs, work_bytes, place, 2), _rows(bufs, work_bytes, place, 3)
@@ -285,12 +292,12 @@ def _tile_of(params, bufs, meta, place, rows, n, work, work_bytes, areas, stream
                 _convert_rows(bufs, meta, place, r, n, work, work_bytes, areas, row_code)
                 smooth_l1_row(row_code, g, _row_at(place, 0, r), x, _row_at(place, 1, r), y,
                               _row_at(place, 2, r), o, _row_at(place, 3, r), n, factor, mode,
-                              scale, True, _streamed(o, place, 3, r, streaming), pad)
+                              scale, True, _streamed(o, place, 3, r, streaming), pad, ahead)
                 _flush_row(bufs, meta, place, r, n, work, work_bytes, areas, row_code)
         return smooth_l1
 
     def gelu(params, bufs, meta, place, rows, n, work, work_bytes, areas, streaming, pad,
-             row_code):  # float32 rows only
+             row_code, ahead):  # float32 rows only
         (use_tanh,) = params
         g, x = _rows(bufs, work_bytes, place, 0), _rows(bufs, work_bytes, place, 1)
         o = _rows(bufs, work_bytes, place, 2)
@@ -304,9 +311,10 @@ def _tile_of(params, bufs, meta, place, rows, n, work, work_bytes, areas, stream
 
 
 @njit(parallel=True, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
-def _tiled_backward(bufs, meta, shape, tile_rows, tile_cols, params, streaming, row_code):
+def _tiled_backward(bufs, meta, shape, tile_rows, tile_cols, params, streaming, row_code,
+                    ahead):
     """bufs: the operands' buffers, the output last; params: the rows' (see `_tile`), computed
-    in the dtype `row_code` (see `_row_code`). Each
+    in the dtype `row_code` (see `_row_code`), prefetching `ahead` bytes. Each
     run of tiles allocates its work area and the rows' scratch (`pad`) once; per
     tile, `place` holds each operand's first element (byte offset) and where its rows are
     (see `_locate_rows`)."""
@@ -327,7 +335,7 @@ def _tiled_backward(bufs, meta, shape, tile_rows, tile_cols, params, streaming, 
                     bufs, meta, k, place[0, k], rows, n, work_bytes, tile_cols, areas[k],
                     row_code)
             _tile(params, bufs, meta, place, rows, n, work, work_bytes, areas, streaming, pad,
-                  row_code)
+                  row_code, ahead)
         if streaming:
             store_fence()
 
@@ -358,6 +366,12 @@ def _scalar_reader(op: StridedOperand):
     dtype = {F32: np.float32, F16: np.float16, BF16: ml_dtypes.bfloat16}[op.code]
     view = op.buffer[op.byte_offset: op.byte_offset + np.dtype(dtype).itemsize].view(dtype)
     return lambda: float(view[0])
+
+
+def _any_past_line(strides) -> bool:
+    """Whether an operand jumps more than a cache line between neighbouring columns (the
+    byte strides of each, innermost last): the tiled kernel then stages tiles."""
+    return any(abs(s[-1]) > CACHE_LINE_BYTES for s in strides)
 
 
 def _tile_shape(shape, strides, row_bytes: int, threads: int) -> tuple[int, int]:
@@ -397,7 +411,7 @@ def _tile_shape(shape, strides, row_bytes: int, threads: int) -> tuple[int, int]
     Staged tiles are cut shorter where there would be fewer of them than `threads` (each
     tile is one thread's work): 1024 x 1024 float16 with self transposed, one tile of
     1024 rows, took 0.15 ms on one thread, as two of 512 rows 0.08-0.09 ms."""
-    if not any(abs(s[-1]) > CACHE_LINE_BYTES for s in strides):
+    if not _any_past_line(strides):
         return max(1, min(shape[-2], CHUNK // max(shape[-1], 1))), CHUNK
     cols = min(shape[-1], STAGED_COLS)
     rows = max(BLOCK, STAGED_TILE_BYTES // (row_bytes * cols) // BLOCK * BLOCK)
@@ -427,7 +441,8 @@ class PointwiseLaunch:
     When every operand has one dtype and the coalesced layout is a single contiguous run
     (the common case), `flat` runs a typed kernel that needs no staging buffers; otherwise
     the tiled kernel serves any strides, broadcasts and dtype mix; `params` are its row
-    function's (see `_tile`).
+    function's (see `_tile`), whose 16-bit SmoothL1 / L1 rows prefetch further ahead where
+    an operand is staged (see `smooth_l1_rows.STAGED_ROW_PREFETCH_BYTES`).
     """
 
     def __init__(self, shape, operands: list[StridedOperand], params: tuple, flat=None):
@@ -445,7 +460,8 @@ class PointwiseLaunch:
             args = (tuple(op.buffer for op in operands), meta, np.array(iter_shape, np.int64),
                     *_tile_shape(iter_shape, strides, element_bytes(row_code),
                                  numba.get_num_threads()), params,
-                    _too_large_to_cache(out_bytes), row_code)
+                    _too_large_to_cache(out_bytes), row_code,
+                    STAGED_ROW_PREFETCH_BYTES if _any_past_line(strides) else ROW_PREFETCH_BYTES)
             self._run = lambda: _tiled_backward(*args)
 
     def __call__(self) -> None:

@@ -79,8 +79,14 @@ RUNS = 64  # parallel work items
 FLAT_PREFETCH_BYTES = 512 if LINE_VECTORS else 8192
 FLAT_PREFETCH_BYTES_BF16 = 2048 if LINE_VECTORS else 8192
 # The tiled kernel's rows keep 512: with 8192, float16 4096 x 4096 with a broadcast target
-# took 1.07-1.10x as long (a self transposed 0.95-0.97x).
+# took 1.07-1.10x as long (a self transposed 0.95-0.97x). Rows of a tile with a staged
+# operand go 8192 ahead: with the lane transposes, float16 4096 x 4096 with self
+# transposed, alternating in one process, 8192 against 512 (2048): built for AVX-512
+# 3.18 against 3.40 (3.30) ms; for AVX2 3.66 against 3.86 (3.85), and in another run 3.90
+# against 4.87. The broadcast target there: AVX-512 1.99 against 1.98, AVX2 2.29 against
+# 2.16 and 2.46 against 2.56.
 ROW_PREFETCH_BYTES = 512
+STAGED_ROW_PREFETCH_BYTES = 8192
 _PAD = 4 * LANES  # one vector of float32; the pad holds x, y, g, o at 0, 64, 128, 192
 PAD_BYTES = 4 * _PAD  # the `pad` scratch of a row
 
