@@ -212,7 +212,7 @@ def _vectors(code, g, g_at, x, x_at, y, y_at, o, o_at, vectors, factor, mode, sc
 
 @njit(inline="always", error_model="numpy", fastmath={"contract"})
 def smooth_l1_row(code, g, g_at, x, x_at, y, y_at, o, o_at, n, factor, mode, scale,
-                  has_grad, streaming, pad, ahead=ROW_PREFETCH_BYTES):
+                  has_grad, streaming, pad, ahead):
     """o = g * slope(x - y) * scale (g unread without `has_grad`) for a row of n elements of
     one dtype (`code`) at byte offsets of the uint8 arrays g, x, y, o; the slope's quotient
     computed as `slope_factor` says (factor, mode). `streaming`: whole vectors are stored
