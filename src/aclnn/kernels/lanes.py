@@ -324,8 +324,8 @@ def _transpose_intrinsic(code: int, widen: bool):
 
     def transpose(typingctx, src, src_byte_index, src_step, dst, dst_byte_index, dst_step):
         def codegen(context, builder, signature, args):
-            s = context.make_array(signature.args[0])(context, builder, value=args[0]).data
-            d = context.make_array(signature.args[3])(context, builder, value=args[3]).data
+            data = array_data(context, builder, signature, args)
+            s, d = data(0), data(3)
             _, first, step, _, out_first, out_step = args
 
             def piece(row, c):
@@ -373,7 +373,7 @@ def prefetch_block_rows(typingctx, src, src_byte_index, src_step):
     the uint8 array `src`, i = 0 ... 15: the lines a later `transpose_x16` reads there (it
     may point past the array's end: a prefetch never faults)."""
     def codegen(context, builder, signature, args):
-        data = context.make_array(signature.args[0])(context, builder, value=args[0]).data
+        data = array_data(context, builder, signature, args)(0)
         _, first, step = args
         for i in range(LANES):
             prefetch(builder, builder.gep(data, [builder.add(first, builder.mul(
