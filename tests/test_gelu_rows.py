@@ -8,6 +8,8 @@ rounded once; and contiguous, strided and streamed runs to the same bits.
 """
 
 import math
+import platform
+import re
 from pathlib import Path
 
 import ml_dtypes
@@ -247,14 +249,39 @@ def _scalar_derivatives(x, use_tanh):
                 out[i] = tail if negative else big + tail
         else:
             e = f(0.0)
-            if abs(x[i] + gelu_rows._ERF_KEPT[0]) < gelu_rows._ERF_KEPT[1]:
+            if a < gelu_rows.ERF_TAIL[0]:
                 e = _scalar_scaled_exp(a * a)
             t = f(1.0) / _fma(a, gelu_rows._T_SCALE, f(1.0))
-            linear = (gelu_rows._ROOT_HI - a) + gelu_rows._ROOT_LO
-            p = linear * _horner(t, gelu_rows._GELU_V_SCALED)
             negative = math.copysign(1.0, x[i]) < 0  # q = p e, or 1 - q by one rounding
-            out[i] = _fma(p if negative else -p, e, f(0.0) if negative else f(1.0))
+            s = f(1.0) if negative else f(-1.0)
+            distance = (x[i] + s * gelu_rows._ROOT_HI) + s * gelu_rows._ROOT_LO  # s (a_r - a)
+            out[i] = _fma(distance * _horner(t, gelu_rows._GELU_V_SCALED), e,
+                          f(0.0) if negative else f(1.0))
     return out
+
+
+@njit
+def _erf_vectors(x, g, o, vectors):
+    gelu_rows._vectors(x, 0, g, 0, o, 0, vectors, False)
+
+
+@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"),
+                    reason="the instructions counted are x86's")
+def test_erf_form_takes_signs_by_logic_operations():
+    """Per vector (one division each), the compiled erf form has 17 multiplies and FMAs,
+    three adds (k, and the two parts of s (a_r - a)) and no blend: the tail test and the
+    signs by x's bits, not by adds or selects, which take time from the FMA units."""
+    buffer = np.zeros(4 * 3 * LANES, np.uint8)
+    _erf_vectors(buffer, buffer, buffer, 3)
+    asm = _erf_vectors.inspect_asm(_erf_vectors.signatures[0])
+
+    def count(pattern):
+        return len(re.findall(rf"\t(?:{pattern})\t", asm))
+    vectors = count("vdivps")
+    assert vectors >= 3
+    assert count(r"vf\w*madd\w*ps|vf\w*msub\w*ps|vmulps") == 17 * vectors
+    assert count("vaddps|vsubps") == 3 * vectors
+    assert count(r"vblend\w*ps|vpblend\w*") == 0
 
 
 def _float32_inputs(n=200_003):

@@ -3,11 +3,12 @@
 Every lane of every vector goes through the same operations, whatever its value: no
 segment tables, no fallback for wide inputs, no ISA-specific instructions (generic LLVM
 vector IR, 32 lanes at a time, which LLVM splits into AVX2, AVX-512 or NEON registers). The
-cost is some thirty-five vector operations per 16 elements for the erf form, fifty for the
-tanh form. The erf form is bound by the FMA units (its multiplies and FMAs, 17 per 8 lanes):
-each one fewer made it about 4 % faster, so its polynomials are no longer than SPEC §10's
-bar needs, and x**2 and 2 ln2 are rounded once, not carried in two parts (15 % faster on
-AVX2 than degrees 6 and 8 with both carried, which kept it within 4.1 ULP into the tail).
+cost per 8 lanes (one AVX2 register) is 31 vector operations for the erf form, 17 of them
+multiplies and FMAs, and about fifty for the tanh form. The erf form is bound by the FMA
+units and what else they take (adds, blends): each FMA fewer made it about 4 % faster, so
+its polynomials are no longer than SPEC §10's bar needs, and x**2 and 2 ln2 are rounded
+once, not carried in two parts (15 % faster on AVX2 than degrees 6 and 8 with both carried,
+which kept it within 4.1 ULP into the tail).
 
 Both forms reduce to an exponential e**(-z/2) of z = a**2 (erf) or 4|u| (tanh), taken as
 exact for z <= 260 (the tanh form clamps its input where the result is already exactly 0
@@ -22,15 +23,15 @@ e**r: a normal float32 for every z. 2 ln2 is one float32, so e's relative error 
 k * 1.9e-9 (by Horner's rule 2 ULP up to z = 10, 2.5 up to 40, 6.5 at 260; Estrin's scheme,
 in the tanh form, adds up to 0.8; e that small only reach results that the bar's absolute
 term covers). The factor 2**-64 is taken off in the final term only, after the lanes whose
-result rounds to 0 or 1 anyway (|x| past ERF_TAIL / TANH_TAIL) were set to 0: only a lane
+result rounds to 0 or 1 anyway (|x| past ERF_TAIL[0] or TANH_TAIL) were set to 0: only a lane
 whose GELU' is itself subnormal makes a subnormal (x86 takes a slow microcode assist for
 each operation that makes or takes one), rounded once, as a float32 result. In the erf
 form one FMA makes it and the product with g takes it (see `by_sign`): self uniform in
-+-100 has 0.63 % of them (x in (-14.6, -13.2)), and took 0.99x the time of N(0, 1) in
-cache built for AVX2, 1.14x for AVX-512 (1.17x and 1.33x when q was a product that two
-more operations took). Flushing them to 0 would keep float32 results within SPEC §10's
-2**-22 |g|, but not bfloat16 ones within their 1 ULP (bfloat16 has subnormals too), so
-they are kept.
++-100 has 0.63 % of them (x in (-14.6, -13.2)), and took 1.16x the time of N(0, 1) in
+cache built for AVX2, 1.29x for AVX-512 (1.17x and 1.33x in earlier runs when q was a
+product that two more operations took). Flushing them to 0 would keep float32 results
+within SPEC §10's 2**-22 |g|, but not bfloat16 ones within their 1 ULP (bfloat16 has
+subnormals too), so they are kept.
 
 erf form: GELU'(x) = Phi(x) + x phi(x) is q(a) for x < 0 and 1 - q(a) otherwise, a = |x|,
 
@@ -46,11 +47,18 @@ plus the last rounding's half ULP into the tail. Degree 7 fitted for relative er
 (1.3e-7, t = 1/(1 + a/(2 sqrt2)), 8 ULP for |x| < 4) took 1.11x the time in cache built for
 AVX2, 1.10x for AVX-512; at t's scale 0.316 degree 5 uses 0.08-0.13 of the allowance, at
 1/(2 sqrt2) 0.48. a**2 is rounded once, a relative error of up to a**2 * 2**-25 in e.
-V's coefficients carry the 2**-64, and e is set to 0 past ERF_TAIL before the FMA (a
-positive x past it would make a subnormal q, whose 1 - q is 1 anyway). GELU', q where x's
-sign bit is set and 1 - q elsewhere, is fma(+-p, e, 0 or 1), p = (a_r - a) V(t): 1 - q
-rounded once, the sign and the addend made from x's bits rather than by a compare and a
-select. +-inf gives NaN, as the formula does in PyTorch.
+V's coefficients carry the 2**-64, and e is set to 0 where |x| >= ERF_TAIL[0] (|x| alone:
+past ERF_TAIL[1] a positive x's 1 - q rounds to 1 inside the FMA, whose product is never
+rounded alone). GELU', q where x's sign bit is set and 1 - q elsewhere, is
+fma(s (a_r - a) V(t), e, 0 or 1), s = +1 or -1 by that sign bit: 1 - q rounded once, and
+s (a_r - a) = (x + s a_r_hi) + s a_r_lo the same value as a_r - a with its sign flipped.
+The signs and the addend are made from x's bits by logic operations: on Zen 5 adds, blends
+and multiplies take time from the FMA units, logic operations hardly any (eight independent
+FMAs took 4.1 cycles alone and with four `vandps` beside them, 4.9 with four `vaddps`, 5.9
+with four `vblendvps`). With the one-sided tail test this took the form from 13.2 to 11.7
+cycles per 8 lanes in cache built for AVX2 (U(+-100): 15.6 to 13.6), from 6.6 to 6.0 built
+for AVX-512 (8.6 to 7.7); 16M elements built for AVX2 from 3.86 to 3.56 ms (U(+-100): 4.17
+to 3.82), the same bits. +-inf gives NaN, as the formula does in PyTorch.
 
 tanh form: with u = sqrt(2/pi)(x + 0.044715 x**3), e = exp(-2|u|), B = 1/(1 + e) and
 S = e B (the sigmoids of +-2u),
@@ -103,8 +111,6 @@ _T_SCALE = f(0.316)
 # |x| from which GELU' rounds to 0 (x < 0: |GELU'| < 2**-150) or 1 (x > 0: |GELU' - 1| <
 # 2**-25): (negative x, positive x), for the erf and the tanh form
 ERF_TAIL = (f(14.6), f(6.1))
-# the erf form's -ERF_TAIL[0] < x < ERF_TAIL[1] as |x + centre| < half width
-_ERF_KEPT = (f((ERF_TAIL[0] - ERF_TAIL[1]) / 2), f((ERF_TAIL[0] + ERF_TAIL[1]) / 2))
 TANH_TAIL = (f(10.95), f(5.6))
 
 _K = math.sqrt(2 / math.pi)
@@ -140,7 +146,7 @@ def _tanh_root_band() -> tuple[np.float32, np.float32, tuple]:
 _TANH_ROOT_HI, _TANH_ROOT_LO, _TANH_BAND = _tanh_root_band()
 TANH_CLAMP = f(11.5)  # keeps 2u <= 127
 _SIGN = -0x80000000  # float32 bit patterns as int32: the sign bit
-_HALF = 0x3F000000  # 0.5
+_ONE = 0x3F800000  # 1.0
 
 
 class _Vectors:
@@ -222,28 +228,34 @@ class _Vectors:
         limit = b.select(negative, self.const(negative_limit), self.const(positive_limit))
         return negative, b.fcmp_ordered("<", a, limit)
 
-    def by_sign(self, x, p, e):
-        """GELU' from q = p e: q where x's sign bit is set (x < 0, -0, negative NaNs), 1 - q
-        elsewhere, by one FMA, fma(+-p, e, 0 or 1), p's sign flipped and the addend
-        0.5 + copysign(0.5, x) made from x's bits (no compare, no select)."""
+    def by_sign(self, x, v, e):
+        """GELU' from q = (a_r - a) v e: q where x's sign bit is set (x < 0, -0, negative
+        NaNs), 1 - q elsewhere, by one FMA, fma(s (a_r - a) v, e, 0 or 1) with s = +1 where
+        the sign bit is set, -1 elsewhere: s (a_r - a) = (x + s a_r_hi) + s a_r_lo, the
+        signed parts and the addend made from x's bits by logic operations alone."""
         b = self.b
-        sign = b.and_(b.bitcast(x, self.vi), self.bits(_SIGN))
-        addend = b.fadd(self.const(0.5), b.bitcast(b.or_(sign, self.bits(_HALF)), self.vf))
-        flipped = b.xor(b.bitcast(p, self.vi), b.xor(sign, self.bits(_SIGN)))
-        return self.fma(b.bitcast(flipped, self.vf), e, addend)
+        bits = b.bitcast(x, self.vi)
+        sign = b.and_(bits, self.bits(_SIGN))
+
+        def signed(value):
+            """+value where x's sign bit is set, -value elsewhere."""
+            negated = int(np.float32(-value).view(np.int32))
+            return b.bitcast(b.xor(sign, self.bits(negated)), self.vf)
+
+        distance = b.fadd(b.fadd(x, signed(_ROOT_HI)), signed(_ROOT_LO))
+        clear = b.xor(b.ashr(bits, self.bits(31)), self.bits(-1))  # ones where it is clear
+        addend = b.bitcast(b.and_(clear, self.bits(_ONE)), self.vf)
+        return self.fma(b.fmul(distance, v), e, addend)
 
     def erf_derivative(self, x):
         """GELU'(x), erf form (see the module's docstring). +-inf: NaN from (a_r - a) * 0."""
         b = self.b
         a = self.abs(x)
-        z = b.fmul(a, a)
-        e = self.scaled_exp(z)  # garbage where not kept
-        kept = b.fcmp_ordered("<", self.abs(b.fadd(x, self.const(_ERF_KEPT[0]))),
-                              self.const(_ERF_KEPT[1]))
+        e = self.scaled_exp(b.fmul(a, a))  # garbage where not kept
+        kept = b.fcmp_ordered("<", a, self.const(ERF_TAIL[0]))
         e = b.select(kept, e, self.const(0.0))
         t = b.fdiv(self.const(1.0), self.fma(a, self.const(_T_SCALE), self.const(1.0)))
-        linear = b.fadd(b.fsub(self.const(_ROOT_HI), a), self.const(_ROOT_LO))
-        return self.by_sign(x, b.fmul(linear, self.horner(t, _GELU_V_SCALED)), e)
+        return self.by_sign(x, self.horner(t, _GELU_V_SCALED), e)
 
     def tanh_derivative(self, x):
         """GELU'(x), tanh form (see the module's docstring). +-inf: NaN from inf * 0."""
