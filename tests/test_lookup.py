@@ -12,7 +12,7 @@ import pytest
 from numba import njit
 
 import reference as R
-from aclnn.kernels import lookup
+from aclnn.kernels import lookup, pointwise
 
 DTYPES = [np.float16, ml_dtypes.bfloat16]
 VIEW = {np.float16: np.uint16, ml_dtypes.bfloat16: np.int16}  # the kernels' typed views
@@ -91,3 +91,61 @@ def test_compiled_kernel_prefetches_streams_and_reads_the_table_by_scalar_loads(
     asm = kernel.inspect_asm(kernel.signatures[0])
     assert re.search(r"\tprefetchnta", asm) and not re.search(r"gather", asm)
     assert re.search(r"\tvmovnt", asm) and re.search(r"\tsfence", asm)
+
+
+def _tiny_span_table():
+    """Random factors with a span of x (bfloat16 values -14.5 to -13.375, as GELU's) whose
+    factors are subnormal or zero, and normal ones all around it."""
+    table = _table()
+    table[np.abs(table) < np.finfo(np.float32).tiny] = 1.0  # no subnormal outside the span
+    x = (lookup.all_values(np.dtype(np.uint16)).astype(np.uint32) << 16).view(np.float32)
+    span = (x >= -14.5) & (x <= -13.375)
+    table[span] = rng.uniform(-1, 1, span.sum()) * np.float32(2.0**-126)  # subnormals
+    table[np.flatnonzero(span)[3]] = -0.0
+    return table, span
+
+
+def test_bfloat16_factors_scale_the_span_of_subnormal_factors():
+    """The span from the lowest to the highest x with a subnormal factor is held times
+    2**TINY_SCALE, exactly; nothing else moves. Not scaled: where asked not to, and where a
+    factor in the span is too large to scale."""
+    table, span = _tiny_span_table()
+    factors = lookup.bfloat16_factors(table.copy(), scale=True)
+    assert (factors.scaled_from, factors.scaled_to) == (-14.5, -13.375)
+    assert np.array_equal(factors.table[~span].view(np.uint32), table[~span].view(np.uint32))
+    assert np.array_equal(factors.table[span].astype(np.float64),
+                          table[span].astype(np.float64) * 2.0**lookup.TINY_SCALE)
+    unscaled = lookup.bfloat16_factors(table.copy(), scale=False)
+    assert unscaled.scaled_from > unscaled.scaled_to
+    assert np.array_equal(unscaled.table.view(np.uint32), table.view(np.uint32))
+    large = table.copy()
+    large[np.flatnonzero(span)[5]] = 1.0
+    assert lookup.bfloat16_factors(large, scale=True).scaled_from == np.inf
+
+
+def test_scaled_span_gives_the_products_of_the_subnormal_factors():
+    """Every x of the scaled span with every bfloat16 g (all 65536 patterns: subnormals,
+    +-0, huge, inf, NaN), and every x with random g: bfloat16(float32(g) * factor) with the
+    unscaled factor, by the table's own kernel on whatever this CPU builds."""
+    table, span = _tiny_span_table()
+    factors = lookup.bfloat16_factors(table.copy(), scale=True)
+    every = lookup.all_values(np.dtype(np.int16))
+    x = np.repeat(every[span], every.size)
+    g = np.tile(every, span.sum())
+    out = np.empty_like(x)
+    lookup.scaled_lookup(g, x, out, *factors)
+    dtype = ml_dtypes.bfloat16
+    assert _same(out.view(dtype), _expected(table, g.view(dtype), x.view(dtype), dtype))
+    g, x, out = _inputs(dtype, 3 * 4096 + 21)
+    lookup.scaled_lookup(g.view(np.int16), x.view(np.int16), out.view(np.int16), *factors)
+    assert _same(out, _expected(table, g, x, dtype))
+
+
+def test_bfloat16_gelu_tables_are_scaled_where_the_build_scales():
+    """The bfloat16 GELU tables hold their subnormals scaled in builds for AVX-512 (and
+    none is left there), as they were elsewhere."""
+    for use_tanh in (False, True):
+        factors = pointwise._derivative_table(pointwise.BF16, use_tanh)
+        assert (factors.scaled_from <= factors.scaled_to) == lookup.SCALES_SUBNORMALS
+        tiny = (factors.table != 0) & (np.abs(factors.table) < np.finfo(np.float32).tiny)
+        assert tiny.any() != lookup.SCALES_SUBNORMALS

@@ -324,11 +324,14 @@ def _factor_table(values, use_tanh):
 
 
 @functools.cache
-def factor_table(view_dtype: np.dtype, use_tanh: bool) -> np.ndarray:
+def factor_table(view_dtype: np.dtype, use_tanh: bool) -> lookup.Factors:
     """The 950 GELU factor of every value of a 16-bit typed view dtype, by its bits (float16
-    ones as `lookup.float16_factors` holds them)."""
+    ones as `lookup.float16_factors` holds them, bfloat16 ones as `lookup.bfloat16_factors`
+    does)."""
     table = _factor_table(lookup.all_values(view_dtype), use_tanh)
-    return lookup.float16_factors(table) if view_dtype == np.dtype(np.uint16) else table
+    if view_dtype == np.dtype(np.uint16):
+        return lookup.Factors(lookup.float16_factors(table))
+    return lookup.bfloat16_factors(table)
 
 
 class Dag950Launch:

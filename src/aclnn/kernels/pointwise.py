@@ -497,15 +497,18 @@ def l1_backward(shape, grad, x, target, out, scale: float) -> PointwiseLaunch:
 
 
 @functools.cache
-def _derivative_table(code: int, use_tanh: bool) -> np.ndarray:
+def _derivative_table(code: int, use_tanh: bool) -> lookup.Factors:
     """GELU'(x) exactly as the float32 kernel computes it, for every value x of the 16-bit
     dtype `code`, by its bits (see `lookup`); for float16, its subnormal values stood in
-    for (`lookup.float16_factors`)."""
+    for (`lookup.float16_factors`), for bfloat16 scaled where the build does so
+    (`lookup.bfloat16_factors`)."""
     wide = {F16: np.float16, BF16: ml_dtypes.bfloat16}[code]
     x = lookup.all_values(VIEW_DTYPE[code]).view(wide).astype(np.float32)
     table = np.empty(lookup.TABLE_SIZE, np.float32)
     gelu_flat(np.ones_like(x), x, table, use_tanh, False)
-    return lookup.float16_factors(table) if code == F16 else table
+    if code == F16:
+        return lookup.Factors(lookup.float16_factors(table))
+    return lookup.bfloat16_factors(table)
 
 
 def gelu_backward(shape, grad, x, out, use_tanh: bool) -> PointwiseLaunch:
@@ -520,8 +523,8 @@ def gelu_backward(shape, grad, x, out, use_tanh: bool) -> PointwiseLaunch:
         g, xs, o = views
         code = operands[0].code
         if code != F32:
-            table = _derivative_table(code, use_tanh)
-            return lambda: lookup.scaled_lookup(g, xs, o, table)
+            factors = _derivative_table(code, use_tanh)
+            return lambda: lookup.scaled_lookup(g, xs, o, *factors)
         streaming = _streams(o)
         return lambda: gelu_flat(g, xs, o, use_tanh, streaming)
 

@@ -74,13 +74,13 @@ def _dag950(gradOutput, self, gradInput, dtype, use_tanh: bool, aliased: bool): 
     shape = tuple(gradInput.view_shape)
     sink = FlatOutput(gradInput, dtype, aliased)
     view = VIEW_DTYPE[KERNEL_CODE[dtype]]
-    table = dag950.factor_table(view, use_tanh) if view.itemsize == 2 else None
+    factors = dag950.factor_table(view, use_tanh) if view.itemsize == 2 else None
 
     def run() -> None:
         g, x = flat_input(gradOutput, dtype, shape), flat_input(self, dtype, shape)
         out = sink.array()
-        if table is not None:  # 16-bit inputs: the factor of each of their 65536 values
-            dag950.Dag950Launch(lookup.scaled_lookup, (g, x, out, table))()
+        if factors is not None:  # 16-bit inputs: the factor of each of their 65536 values
+            dag950.Dag950Launch(lookup.scaled_lookup, (g, x, out, *factors))()
         else:
             kernel = dag950.gelu_tanh if use_tanh else dag950.gelu_erf
             dag950.Dag950Launch(kernel, (g, x, out))()
