@@ -333,7 +333,9 @@ class Setup(NamedTuple):
     measure the placement as much as the layout or the values. For the same reason
     `buffers`, the three device buffers (address, bytes) a call streams through and the
     one it writes, of one size: the same-bytes triad probes run over those
-    (`probe.triad_over`)."""
+    (`probe.triad_over`). `exact_products`: for a case whose results take subnormal
+    products, the same results made without any, on the case's own buffers (timed
+    alongside our call, see `cases.note_subnormal_costs`)."""
 
     ours: Callable[[], object]
     torch: Callable[[], object] | None
@@ -344,6 +346,7 @@ class Setup(NamedTuple):
     reference: Callable[[], object] | None = None
     varied: tuple[int, int] | None = None
     buffers: tuple[tuple[int, int], ...] | None = None
+    exact_products: Callable[[], object] | None = None
 
 
 @dataclass

@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from . import isa
-from .cases import CASES, PROBES, TRIAD, Case, note_bandwidth_ceilings
+from .cases import CASES, PROBES, TRIAD, Case, note_bandwidth_ceilings, note_subnormal_costs
 from .harness import Config, OthersLoad, Row, clear_host_cache, init_runtime
 
 THREADS = 2
@@ -187,6 +187,7 @@ def main(argv=None) -> int:
         row.triad_gbps = triad
     judge(rows, cases)
     note_bandwidth_ceilings(rows, cases)
+    note_subnormal_costs(rows, cases)
     elapsed = time.perf_counter() - started
     busy = others.fraction()
 

@@ -2,6 +2,7 @@
 targets judged against a same-run reference, and the notes that say when a torch/ours
 target was out of reach."""
 
+import ctypes
 from types import SimpleNamespace
 
 import numpy as np
@@ -351,3 +352,62 @@ def test_every_gelu_dtype_and_form_has_the_value_range_cases():
             for spread in ("u8", "u100", "special"):
                 case = by_name[f"gelu {d} {mode} {harness.SPREADS[spread]}"]
                 assert case.target.needs == (f"gelu {d} {mode}",)
+
+
+def test_exact_products_are_timed_alongside_our_call(monkeypatch):
+    """A setup's `exact_products` is timed in one alternation with our call
+    (`extra["exact_products_ms"]`: ours, then the exact products)."""
+    calls = []
+    case = Case("bf16 u100", lambda cfg, dev: harness.Setup(
+        lambda: calls.append("ours"), None, 0, 100,
+        exact_products=lambda: calls.append("exact")), None)
+    row = cases.measure_throughput(case, harness.Config(repeat=1, warmup=0))
+    assert calls == ["ours", "ours", "exact"] and len(row.extra["exact_products_ms"]) == 2
+
+
+def _value_range_rows(exact_ms, crossed_ok: bool):
+    """A bfloat16 U(+-100) case judged against its N(0,1) case (torch 4.5 ms there), its
+    exact products timed at `exact_ms` beside ours at 2.6 ms."""
+    normal = Row("normal", ours_s=2.0e-3, torch_s=4.5e-3, elements=100)
+    case = Case("spread", None, harness.both(vs_torch(1.5), vs_case("normal", 0.8)))
+    row = Row("spread", ours_s=2.6e-3 if not crossed_ok else 2.1e-3, torch_s=4.6e-3,
+              elements=100)
+    row.extra.update(reference_ms=2.0, reference_elements=100, exact_products_ms=[2.6, exact_ms])
+    ok, row.detail = case.target.check(row, {})
+    row.verdict = "PASS" if ok else "FAIL"
+    return case, row, normal
+
+
+def test_subnormal_cost_notes():
+    """A failed case with exact products timed gets their time and the torch bound they
+    leave on its reference case, flagged out of reach where that is under the target; a
+    passing case gets no note."""
+    case, row, normal = _value_range_rows(3.9, crossed_ok=False)
+    cases.note_subnormal_costs([normal, row], [case])
+    assert row.verdict == "FAIL" and "took 3.90 ms against ours 2.60 ms" in row.note
+    assert row.note.endswith("4.50 / 3.90 = 1.15 (target 1.5); out of reach here either way")
+    case, row, normal = _value_range_rows(2.2, crossed_ok=False)
+    cases.note_subnormal_costs([normal, row], [case])
+    assert row.note.endswith("= 2.05 (target 1.5)")
+    case, row, normal = _value_range_rows(3.9, crossed_ok=True)
+    cases.note_subnormal_costs([normal, row], [case])
+    assert row.verdict == "PASS" and row.note == ""
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_exact_products_give_our_results(approximate):
+    """The exact products (this build's table with its subnormal factors scaled) write
+    what our call writes, g and self from a bfloat16 U(+-100) case's data."""
+    n = 1 << 14
+    g, x = harness.host_data((n,), cases.BF16, 0), harness.host_data((n,), cases.BF16, 1, "u100")
+    dev = harness.Device()
+    try:
+        tg, tx, ours_out, exact_out = (dev.tensor(g), dev.tensor(x), dev.output((n,), cases.BF16),
+                                       dev.output((n,), cases.BF16))
+        harness.two_phase("GeluBackwardV2", tg, tx, approximate, ours_out)()
+        cases._exact_products(approximate, dev.buffers(tg, tx, exact_out))()
+        ours, exact = (np.ctypeslib.as_array((ctypes.c_uint16 * n).from_address(at))
+                       for at, _ in dev.buffers(ours_out, exact_out))
+        assert np.array_equal(ours, exact) and ours.any()
+    finally:
+        dev.release()
