@@ -285,10 +285,6 @@ class Case:
 
 # --- setups ------------------------------------------------------------------------------
 
-def _torch_out(shape, dtype) -> torch.Tensor:
-    return to_torch(np.zeros(shape, dtype))
-
-
 def smooth_l1(dtype, reduction: int = 0, grad_shape=None, layout: str = "1d"):
     """SmoothL1LossBackward (beta 1.0). layout: "1d" ([n]), "bcast" (target [side, 1]),
     "transposed" (self a [side, side] view with strides [1, side])."""
@@ -297,10 +293,11 @@ def smooth_l1(dtype, reduction: int = 0, grad_shape=None, layout: str = "1d"):
         g = host_data(shape if grad_shape is None else grad_shape, dtype, 0)
         x = host_data(shape, dtype, 1)
         y = host_data((cfg.side, 1) if layout == "bcast" else shape, dtype, 2)
-        tg, tx, ty = to_torch(g), to_torch(x), to_torch(y)
         dg, x_at, dy = dev.tensor(g), dev.place(x), dev.tensor(y)
         dx = dev.view(x_at, x)
-        out, tout = dev.output(shape, dtype), _torch_out(shape, dtype)
+        out = dev.output(shape, dtype)
+        tg, tx, ty, tout = (dev.torch_view(t, a.shape, dtype) for t, a in
+                            ((dg, g), (dx, x), (dy, y), (out, x)))
 
         def call(x_view, target):
             return two_phase("SmoothL1LossBackward", dg, x_view, target, reduction, 1.0, out)
@@ -327,9 +324,10 @@ def l1(dtype, reduction: int = 0, grad_shape=None):
         shape = (cfg.n,)
         g = host_data(shape if grad_shape is None else grad_shape, dtype, 0)
         x, y = host_data(shape, dtype, 1), host_data(shape, dtype, 2)
-        tg, tx, ty = to_torch(g), to_torch(x), to_torch(y)
-        out, tout = dev.output(shape, dtype), _torch_out(shape, dtype)
+        out = dev.output(shape, dtype)
         operands = dev.tensor(g), dev.tensor(x), dev.tensor(y), out
+        tg, tx, ty, tout = (dev.torch_view(t, a.shape, dtype)
+                            for t, a in zip(operands, (g, x, y, x)))
         ours = two_phase("L1LossBackward", *operands[:3], reduction, out)
 
         def theirs():
@@ -347,24 +345,23 @@ def gelu(dtype, approximate: str, spread: str = "normal"):
     table); torch: gelu_backward.grad_input. bfloat16 from U(+-100) where the build keeps
     the table's subnormal factors: `_exact_products` too."""
     def ours_on(n: int, dev: Device) -> tuple[Callable[[], None], tuple]:
-        """Our call on n elements, and the device buffers (address, bytes) of g, self and
-        the output."""
+        """Our call on n elements, and its device tensors of g, self and the output."""
         g, x = host_data((n,), dtype, 0), host_data((n,), dtype, 1, spread)
-        x_at, tg, out = dev.place(x), dev.tensor(g), dev.output((n,), dtype)
-        tx = dev.view(x_at, x)
-        return (two_phase("GeluBackwardV2", tg, tx, approximate, out),
-                dev.buffers(tg, tx, out))
+        x_at, dg, out = dev.place(x), dev.tensor(g), dev.output((n,), dtype)
+        dx = dev.view(x_at, x)
+        return two_phase("GeluBackwardV2", dg, dx, approximate, out), (dg, dx, out)
 
     def setup(cfg: Config, dev: Device) -> Setup:
         shape = (cfg.n,)
         g, x = host_data(shape, dtype, 0), host_data(shape, dtype, 1, spread)
-        tg, tx, tout = to_torch(g), to_torch(x), _torch_out(shape, dtype)
+        in_cache = (tuple(ours_on(n, dev)[0] for n in IN_CACHE_SIZES)
+                    if np.dtype(dtype) == F32 else None)
+        ours, tensors = ours_on(cfg.n, dev)
+        tg, tx, tout = (dev.torch_view(t, shape, dtype) for t in tensors)
 
         def theirs():
             aten.gelu_backward.grad_input(tg, tx, approximate=approximate, grad_input=tout)
-        in_cache = (tuple(ours_on(n, dev)[0] for n in IN_CACHE_SIZES)
-                    if np.dtype(dtype) == F32 else None)
-        ours, buffers = ours_on(cfg.n, dev)
+        buffers = dev.buffers(*tensors)
         exact = (_exact_products(approximate, buffers) if np.dtype(dtype) == BF16
                  and spread == "u100" and not lookup.SCALES_SUBNORMALS else None)
         return Setup(ours, theirs, g.nbytes + x.nbytes + tout.nbytes, x.size,
@@ -396,8 +393,8 @@ def avg_pool(dtype, k: int, s: int, p: int):
         out = dev.output((n, c, h, w), dtype, fmt=nchw)
         ks, st, pd = (dev.int_array([v, v]) for v in (k, s, p))
         ours = two_phase("AvgPool2dBackward", dg, dself, ks, st, pd, False, True, 0, 0, out)
-        tg, tself, tout = to_torch(g), _torch_out((n, c, h, w), dtype), _torch_out((n, c, h, w),
-                                                                                    dtype)
+        tg = dev.torch_view(dg, g.shape, dtype)
+        tself, tout = (dev.torch_view(t, (n, c, h, w), dtype) for t in (dself, out))
 
         def theirs():
             aten.avg_pool2d_backward.grad_input(tg, tself, [k, k], [s, s], [p, p], False, True,
@@ -526,7 +523,7 @@ def note_subnormal_costs(rows: list[Row], cases: list[Case]) -> None:
 
 
 def note_bandwidth_ceilings(rows: list[Row], cases: list[Case]) -> None:
-    """Note on each failed case with a torch/ours target the most that ratio can be in this
+    """Note on each case that failed its torch/ours target the most that ratio can be in this
     run: torch's time over the floor (a triad probe moving the case's bytes with streaming
     stores, or for a case that mostly writes a probe with its mix of reads and writes,
     timed alternately with ours and torch; no kernel of ours is expected to move its bytes
@@ -540,8 +537,8 @@ def note_bandwidth_ceilings(rows: list[Row], cases: list[Case]) -> None:
         if not (factor and floor_ms and row.torch_s and row.ours_s):
             continue
         ceiling = row.torch_s * 1e3 / floor_ms
-        if row.verdict != "FAIL" and ceiling >= factor:
-            continue
+        if (row.verdict != "FAIL" or row.ratio >= factor) and ceiling >= factor:
+            continue  # passed, or failed another part of its target
         verdict = "out of reach here" if ceiling < factor else "reachable in principle"
         written = row.extra.get("floor_written_mb")
         probe_moving = (f"a probe reading {row.bytes_moved / 1e6 - written:.0f} MB and "

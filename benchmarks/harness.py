@@ -3,6 +3,7 @@ result rows and targets."""
 
 from __future__ import annotations
 
+import ctypes
 import math
 import os
 import statistics
@@ -169,6 +170,16 @@ class Device:
     def tensor(self, host: np.ndarray, fmt=aclnn.ACL_FORMAT_ND):
         """Copy `host` to device memory and describe it as an aclTensor (`place`, `view`)."""
         return self.view(self.place(host), np.asarray(host), fmt=fmt)
+
+    def torch_view(self, tensor, shape, dtype) -> torch.Tensor:
+        """A torch tensor of `shape` and `dtype` over the device memory under `tensor`
+        (made here): PyTorch's call then reads and writes the very pages ours does (the
+        same call on two sets of buffers ran up to 1.4x apart on these machines)."""
+        at, size = self._buffers[id(tensor)]
+        raw = np.ctypeslib.as_array((ctypes.c_uint8 * size).from_address(at))
+        bf16 = np.dtype(dtype) == ml_dtypes.bfloat16
+        view = torch.from_numpy(raw.view(np.uint16 if bf16 else dtype).reshape(shape))
+        return view.view(torch.bfloat16) if bf16 else view
 
     def swap(self, a: tuple[int, int], b: tuple[int, int]) -> None:
         """Exchange the contents of two device buffers (address, bytes) of one size."""
