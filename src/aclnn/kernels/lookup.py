@@ -57,6 +57,7 @@ from .lanes import (
     VI,
     array_data,
     as_i1,
+    broadcast,
     function,
     lane_order,
     pair_loop,
@@ -102,7 +103,7 @@ def _exact_products(builder, product, g, factors, x, span):
     unscale = b.select(b.and_(scaled, normal), splat(VF, 2.0 ** -TINY_SCALE), splat(VF, 1.0))
     rounded = bits(b.fmul(product, unscale))
     base = splat(VF, _NORMAL_SCALED)
-    fma = function(b, "llvm.fma.v16f32", VF, [VF, VF, VF])
+    fma = function(b, f"llvm.fma.v{LANES}f32", VF, [VF, VF, VF])
     grid = b.sub(bits(b.call(fma, [magnitude(g), magnitude(factors), base])), bits(base))
     subnormal = b.or_(b.and_(bits(product), splat(VI, _SIGN)), grid)
     tiny = b.and_(scaled, b.not_(normal))
@@ -122,9 +123,8 @@ def _lookup_block(code: int, scaled: bool = False):
             entries, narrowed = data(5), row_narrower(builder, code)
             loaded, order = row_loader(builder, code), lane_order(code)
             step = vectors.type(_VECTOR_BYTES)
-            span = [builder.shuffle_vector(*[builder.insert_element(
-                ir.Constant(VF, ir.Undefined), builder.fptrunc(bound, ir.FloatType()),
-                I32(0))] * 2, ir.Constant(VI, [0] * LANES)) for bound in (scaled_from, scaled_to)]
+            span = [broadcast(builder, builder.fptrunc(bound, ir.FloatType()), VF)
+                    for bound in (scaled_from, scaled_to)] if scaled else None
 
             def address(i, v):
                 return builder.gep(data(i), [builder.add(at, builder.mul(v, step))])
