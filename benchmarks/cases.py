@@ -12,7 +12,6 @@ PyTorch has no aten op for the L1 loss backward; its nearest `out=` equivalent i
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import json
 import statistics
@@ -42,6 +41,7 @@ from .harness import (
     Target,
     at_most,
     both,
+    device_array,
     host_data,
     seconds_per_element_in_cache,
     streamed_and_torch,
@@ -376,8 +376,7 @@ def _exact_products(approximate: str, buffers) -> Callable[[], None]:
     scaled = pointwise._derivative_table(pointwise.BF16, approximate == "tanh")
     if scaled.scaled_from > scaled.scaled_to:  # this build keeps them
         scaled = lookup.bfloat16_factors(scaled.table.copy(), scale=True)
-    arrays = [np.ctypeslib.as_array((ctypes.c_int16 * (size // 2)).from_address(at))
-              for at, size in buffers]
+    arrays = [device_array(buffer, np.int16) for buffer in buffers]
     return lambda: lookup.scaled_lookup(*arrays, *scaled)
 
 

@@ -117,6 +117,14 @@ def to_torch(host: np.ndarray) -> torch.Tensor:
 
 # --- device tensors and the two-phase call -----------------------------------------------
 
+def device_array(buffer: tuple[int, int], dtype) -> np.ndarray:
+    """A NumPy array over a device buffer (address, bytes): as many `dtype` elements as
+    fit, no copy (device memory is this process's memory)."""
+    at, size = buffer
+    raw = np.ctypeslib.as_array((ctypes.c_uint8 * size).from_address(at))
+    return raw[:size - size % np.dtype(dtype).itemsize].view(dtype)
+
+
 def _check(ret, what: str) -> None:
     if ret != 0:
         raise RuntimeError(f"{what} failed with status {ret}: {aclnn.aclGetRecentErrMsg()}")
@@ -175,10 +183,9 @@ class Device:
         """A torch tensor of `shape` and `dtype` over the device memory under `tensor`
         (made here): PyTorch's call then reads and writes the very pages ours does (the
         same call on two sets of buffers ran up to 1.4x apart on these machines)."""
-        at, size = self._buffers[id(tensor)]
-        raw = np.ctypeslib.as_array((ctypes.c_uint8 * size).from_address(at))
         bf16 = np.dtype(dtype) == ml_dtypes.bfloat16
-        view = torch.from_numpy(raw.view(np.uint16 if bf16 else dtype).reshape(shape))
+        array = device_array(self._buffers[id(tensor)], np.uint16 if bf16 else dtype)
+        view = torch.from_numpy(array.reshape(shape))
         return view.view(torch.bfloat16) if bf16 else view
 
     def swap(self, a: tuple[int, int], b: tuple[int, int]) -> None:

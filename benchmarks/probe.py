@@ -11,7 +11,6 @@ AVX-512: 103 MB written non-temporally took 2.64 ms, where a triad moving 128 MB
 
 from __future__ import annotations
 
-import ctypes
 from collections.abc import Callable
 
 import numba
@@ -25,7 +24,7 @@ from numba.extending import intrinsic
 from aclnn.kernels.bits import store_fence, stream_f32x16
 from aclnn.kernels.lanes import array_data
 
-from .harness import Setup
+from .harness import Setup, device_array
 
 THREADS = 2
 
@@ -169,7 +168,6 @@ def triad_over(buffers: tuple[tuple[int, int], ...], streamed: bool) -> Callable
     numba.set_num_threads(THREADS)
     words = min(size for _, size in buffers) // 4
     words -= words % 16 if streamed else 0
-    a, b, c, out = (np.ctypeslib.as_array((ctypes.c_uint32 * words).from_address(at))
-                    for at, _ in buffers)
+    a, b, c, out = (device_array(buffer, np.uint32)[:words] for buffer in buffers)
     kernel = _streamed_triad if streamed else _triad
     return lambda: kernel(out, a, b, c)

@@ -2,7 +2,6 @@
 targets judged against a same-run reference, and the notes that say when a torch/ours
 target was out of reach."""
 
-import ctypes
 from types import SimpleNamespace
 
 import numpy as np
@@ -415,8 +414,8 @@ def test_exact_products_give_our_results(approximate):
                                        dev.output((n,), cases.BF16))
         harness.two_phase("GeluBackwardV2", tg, tx, approximate, ours_out)()
         cases._exact_products(approximate, dev.buffers(tg, tx, exact_out))()
-        ours, exact = (np.ctypeslib.as_array((ctypes.c_uint16 * n).from_address(at))
-                       for at, _ in dev.buffers(ours_out, exact_out))
+        ours, exact = (harness.device_array(buffer, np.uint16)
+                       for buffer in dev.buffers(ours_out, exact_out))
         assert np.array_equal(ours, exact) and ours.any()
     finally:
         dev.release()
@@ -434,9 +433,8 @@ def test_torch_views_share_the_device_memory(dtype):
         view = dev.torch_view(tensor, host.shape, dtype)
         assert torch.equal(view, harness.to_torch(host))
         torch.neg(view, out=dev.torch_view(out, host.shape, dtype))
-        (at, size), = dev.buffers(out)
-        written = np.ctypeslib.as_array((ctypes.c_uint8 * size).from_address(at)).copy()
-        assert np.array_equal(written.view(dtype).reshape(host.shape).astype(np.float32),
+        written = harness.device_array(dev.buffers(out)[0], dtype)
+        assert np.array_equal(written.reshape(host.shape).astype(np.float32),
                               -host.astype(np.float32))
     finally:
         dev.release()

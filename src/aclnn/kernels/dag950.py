@@ -325,13 +325,10 @@ def _factor_table(values, use_tanh):
 
 @functools.cache
 def factor_table(view_dtype: np.dtype, use_tanh: bool) -> lookup.Factors:
-    """The 950 GELU factor of every value of a 16-bit typed view dtype, by its bits (float16
-    ones as `lookup.float16_factors` holds them, bfloat16 ones as `lookup.bfloat16_factors`
-    does)."""
+    """The 950 GELU factor of every value of a 16-bit typed view dtype, by its bits, as that
+    dtype's lookup takes them (`lookup.factors`)."""
     table = _factor_table(lookup.all_values(view_dtype), use_tanh)
-    if view_dtype == np.dtype(np.uint16):
-        return lookup.Factors(lookup.float16_factors(table))
-    return lookup.bfloat16_factors(table)
+    return lookup.factors(table, float16=view_dtype == np.dtype(np.uint16))
 
 
 class Dag950Launch:

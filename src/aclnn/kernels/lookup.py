@@ -270,6 +270,12 @@ def bfloat16_factors(table: np.ndarray, scale: bool = SCALES_SUBNORMALS) -> Fact
     return Factors(table, float(low), float(high))
 
 
+def factors(table: np.ndarray, float16: bool) -> Factors:
+    """A table of float32 factors of every value of a 16-bit dtype (`float16`, else
+    bfloat16) as that dtype's kernel takes it: `float16_factors` or `bfloat16_factors`."""
+    return Factors(float16_factors(table)) if float16 else bfloat16_factors(table)
+
+
 def all_values(view_dtype: np.dtype) -> np.ndarray:
     """Every 16-bit pattern, in bit order, as a typed view of `view_dtype`."""
     return np.arange(TABLE_SIZE, dtype=np.uint32).astype(np.uint16).view(view_dtype)

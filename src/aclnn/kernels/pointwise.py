@@ -499,16 +499,13 @@ def l1_backward(shape, grad, x, target, out, scale: float) -> PointwiseLaunch:
 @functools.cache
 def _derivative_table(code: int, use_tanh: bool) -> lookup.Factors:
     """GELU'(x) exactly as the float32 kernel computes it, for every value x of the 16-bit
-    dtype `code`, by its bits (see `lookup`); for float16, its subnormal values stood in
-    for (`lookup.float16_factors`), for bfloat16 scaled where the build does so
-    (`lookup.bfloat16_factors`)."""
+    dtype `code`, by its bits (see `lookup`), as that dtype's lookup takes them
+    (`lookup.factors`)."""
     wide = {F16: np.float16, BF16: ml_dtypes.bfloat16}[code]
     x = lookup.all_values(VIEW_DTYPE[code]).view(wide).astype(np.float32)
     table = np.empty(lookup.TABLE_SIZE, np.float32)
     gelu_flat(np.ones_like(x), x, table, use_tanh, False)
-    if code == F16:
-        return lookup.Factors(lookup.float16_factors(table))
-    return lookup.bfloat16_factors(table)
+    return lookup.factors(table, float16=code == F16)
 
 
 def gelu_backward(shape, grad, x, out, use_tanh: bool) -> PointwiseLaunch:
