@@ -438,3 +438,27 @@ def test_torch_views_share_the_device_memory(dtype):
                               -host.astype(np.float32))
     finally:
         dev.release()
+
+
+@pytest.mark.parametrize("case", ["smooth_l1 f32 none", "l1 f16 none", "gelu bf16 none",
+                                  "smooth_l1 f16 self transposed"])
+def test_torch_writes_where_our_call_writes(case):
+    """PyTorch's call of a throughput case writes into the very device buffer ours writes:
+    of the case's buffers, zeroed one at a time, it fills exactly one, which ours fills."""
+    cfg = SimpleNamespace(n=4096, side=64, quick=True)
+    dev = harness.Device()
+    try:
+        s = next(c for c in CASES if c.name == case).setup(cfg, dev)
+
+        def fills(call, buffer) -> bool:
+            array = harness.device_array(buffer, np.uint8)
+            held = array.copy()
+            array[:] = 0
+            call()
+            filled = array.any()
+            array[:] = held
+            return filled
+        written = [b for b in set(dev._buffers.values()) if fills(s.torch, b)]
+        assert len(written) == 1 and fills(s.ours, written[0])
+    finally:
+        dev.release()
