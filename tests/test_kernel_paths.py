@@ -91,16 +91,21 @@ def test_broadcast_short_rows(op, dtype, shapes):
 
 
 def test_short_rows_share_a_tile():
-    """Without a staged operand a tile holds CHUNK elements: whole rows where they are
-    shorter (as many as the row dim has), else CHUNK columns of one row."""
-    def tile(rows, cols):
+    """Without a staged operand a tile is up to CHUNK columns by as many whole rows as make
+    ROWS_TILE_ELEMENTS, as the row dim allows, cut in rows until every thread has one."""
+    def tile(rows, cols, threads=2):
         shape = [1] * 6 + [rows, cols]
         return pointwise._tile_shape(shape, [[0] * 6 + [4 * cols, 4], [0] * 6 + [4, 0]], 4,
-                                     threads=2)
+                                     threads=threads)
 
-    assert tile(1000, 17) == (4096 // 17, pointwise.CHUNK)
-    assert tile(3, 40) == (3, pointwise.CHUNK)
-    assert tile(1000, 4096) == tile(1000, 5000) == (1, pointwise.CHUNK)
+    per_tile = pointwise.ROWS_TILE_ELEMENTS
+    assert tile(100_000, 17) == (per_tile // 17, pointwise.CHUNK)
+    assert tile(1000, 4096) == tile(1000, 5000) == (per_tile // 4096, pointwise.CHUNK)
+    assert tile(1000, 17) == (500, pointwise.CHUNK)  # one tile would hold every row
+    assert tile(1000, 17, threads=1) == (1000, pointwise.CHUNK)
+    assert tile(3, 40) == (2, pointwise.CHUNK)
+    assert tile(1, 40) == (1, pointwise.CHUNK)
+    assert tile(3, 40_000) == (3, pointwise.CHUNK)  # ten tiles side by side
 
 
 def test_staged_tiles_hold_the_same_bytes():

@@ -62,7 +62,8 @@ from .smooth_l1_rows import (
 )
 from .typed import VIEW_DTYPE
 
-CHUNK = 4096  # elements per tile when no operand is staged (see `_tile_shape`)
+CHUNK = 4096  # the widest tile when no operand is staged (see `_tile_shape`)
+ROWS_TILE_ELEMENTS = 65536  # elements per tile of whole rows (see `_tile_shape`)
 BLOCK = 16  # the side of the blocks `transpose_x16` turns
 STAGED_COLS = 4096  # the widest tile when an operand is staged (see `_tile_shape`)
 STAGED_TILE_BYTES = 2 << 20  # bytes per such tile, staged in the rows' dtype
@@ -375,11 +376,17 @@ def _any_past_line(strides) -> bool:
 
 
 def _tile_shape(shape, strides, row_bytes: int, threads: int) -> tuple[int, int]:
-    """Tiles of CHUNK elements: up to CHUNK columns of one row, or as many whole rows as
-    fit when rows are shorter. Each tile pays a fixed cost (locating every operand's first
-    element and rows, 100-250 ns): with one row per tile, a broadcast target over [R, 64]
-    float32 ran at 0.12-0.17 of the contiguous call's rate and over [R, 256] at 0.38-0.53
-    (4M elements, one thread); with rows grouped, at 0.82 and 1.05.
+    """Tiles of up to CHUNK columns by as many rows as make ROWS_TILE_ELEMENTS, cut
+    shorter where there would be fewer tiles than `threads`. Each tile pays a fixed cost
+    (locating every operand's first element and rows, 100-250 ns): with one row per tile,
+    a broadcast target over [R, 64] float32 ran at 0.12-0.17 of the contiguous call's rate
+    and over [R, 256] at 0.38-0.53 (4M elements, one thread); with rows grouped in tiles of
+    4096 elements, at 0.82 and 1.05. Tiles of 65536 elements against 4096, alternating in
+    one process, 2 threads, a target [R, 1] broadcast, rate against the contiguous call:
+    4096 x 4096 float16 1.34 against 1.13, float32 1.05 against 0.86 (in fast memory),
+    1024 x 1024 float16 (in cache) 0.95 against 0.79, 64 x 40000 float32 1.03 against 0.81,
+    16384 x 64 float32 0.76 against 0.70; 262144 gained 0-2 % more, and would leave fewer
+    tiles to share out.
 
     When an operand strides past a cache line along the innermost dim (a transposed view),
     it is staged, in tiles of up to STAGED_COLS columns, so the other operands still stream
@@ -424,14 +431,23 @@ def _tile_shape(shape, strides, row_bytes: int, threads: int) -> tuple[int, int]
     tile is one thread's work): 1024 x 1024 float16 with self transposed, one tile of
     1024 rows, took 0.15 ms on one thread, as two of 512 rows 0.08-0.09 ms."""
     if not _any_past_line(strides):
-        return max(1, min(shape[-2], CHUNK // max(shape[-1], 1))), CHUNK
+        cols = max(1, min(shape[-1], CHUNK))
+        rows = _rows_for_threads(shape, cols, ROWS_TILE_ELEMENTS // cols, threads, 1)
+        return max(1, min(shape[-2], rows)), CHUNK
     cols = min(shape[-1], STAGED_COLS)
     rows = max(BLOCK, STAGED_TILE_BYTES // (row_bytes * cols) // BLOCK * BLOCK)
+    return min(_rows_for_threads(shape, cols, rows, threads, BLOCK), shape[-2]), cols
+
+
+def _rows_for_threads(shape, cols: int, rows: int, threads: int, multiple: int) -> int:
+    """`rows` cut (to a multiple of `multiple`, at least one) until tiles of rows x cols
+    over `shape` number at least `threads`, counting tiles side by side and over the outer
+    dims (each tile is one thread's work)."""
     across = math.prod(shape[:-2]) * -(-shape[-1] // cols)  # tiles side by side
     shares = -(-threads // across)  # row tiles wanted so that every thread has one
     if shares > 1:
-        rows = min(rows, max(BLOCK, -(-shape[-2] // shares // BLOCK) * BLOCK))
-    return min(rows, shape[-2]), cols
+        rows = min(rows, max(multiple, -(-shape[-2] // shares // multiple) * multiple))
+    return rows
 
 
 def _row_code(operands: list[StridedOperand], strides, params: tuple) -> int:
