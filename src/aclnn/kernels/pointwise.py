@@ -415,17 +415,21 @@ def _tile_shape(shape, strides, row_bytes: int, threads: int) -> tuple[int, int]
     rows would then come back from memory; tile heights that leave the threads unequal
     tile counts (192 or 384 rows on 4096) ran 1.05-1.10x as long as 256.
 
-    Where the rest of the time goes (float16 4096 x 4096, AVX-512 build, one process per
-    variant): the staged tile's stores. With them sent to one small area instead (wrong
-    results, a probe), the call ran at 0.77-0.79 of the contiguous call's rate in slow
-    memory and 0.93 in fast, against 0.68-0.69 and 0.65; with the rows reading one
-    staged row instead, no faster. No faster either: asking for the staged lines ahead
-    of their stores (`prefetchw`, 2 or 4 block columns ahead: 0.55-0.68 against 0.60-0.70),
-    the two threads' tiles half a tile out of phase, tiles of 256 rows by 512-2048
-    columns whose rows prefetch the next rows (0.47-0.58 against 0.64), 16-row tiles
-    with the staged operand's next 512 bytes of each row asked for ahead (0.27), and a
-    staged tile laid out block column by block column, so that its stores run in order
-    (float16 0.64-0.74 against 0.69-0.70; float32 0.68-0.69 against 0.76-0.77).
+    Where the rest of the time goes (float16 4096 x 4096, AVX-512 build): the staged
+    tile's stores. With them sent to one small area instead (wrong results, a probe), the
+    call ran at 0.77-0.79 of the contiguous call's rate in slow memory and 0.93 in fast,
+    against 0.68-0.69 and 0.65; with the rows reading one staged row instead, no faster.
+    No faster either: asking for the staged lines ahead of their stores (`prefetchw`, 2
+    or 4 block columns ahead: 0.55-0.68 against 0.60-0.70), for the staged operand's lines
+    of the next tile while staging this one (into L1, L2 or L3: 0.64 against 0.70 in 2 MiB
+    tiles, 0.60-0.63 against 0.65 in 1 MiB ones),
+    the two threads' tiles half a tile out of phase, the two threads on the two halves of
+    the same rows (256 x 2048 tiles, one band of columns each: 0.67 against 0.69-0.70),
+    tiles of 256 rows by 512-2048 columns whose rows prefetch the next rows (0.47-0.58
+    against 0.64), 16-row tiles with the staged operand's next 512 bytes of each row asked
+    for ahead (0.27), and a staged tile laid out block column by block column, so that its
+    stores run in order (alternating in one process: float16 0.68-0.74 against 0.69-0.70,
+    float32 0.70-0.77 against 0.74-0.77). 4 MiB tiles again: 0.68-0.69 against 0.66-0.68.
 
     Staged tiles are cut shorter where there would be fewer of them than `threads` (each
     tile is one thread's work): 1024 x 1024 float16 with self transposed, one tile of
