@@ -304,29 +304,11 @@ def _index(at, i):
 
 
 @njit(inline="always", error_model="numpy", fastmath={"contract"})
-def _load_run(buf, code, base, stride, n, out, at):
-    """load_span's loop for one code and stride: inlined where the stride is a literal,
-    LLVM vectorises it (every other element by wide loads and shuffles)."""
-    if code == F32:
-        for i in range(n):
-            out[_index(at, i)] = load_f32(buf, base + stride * i)
-    elif code == F16:
-        for i in range(n):
-            out[_index(at, i)] = half_to_f32(load_u16(buf, base + stride * i))
-    else:
-        for i in range(n):
-            out[_index(at, i)] = bf16_to_f32(load_u16(buf, base + stride * i))
-
-
-@njit(inline="always", error_model="numpy", fastmath={"contract"})
 def load_span(buf, code, base, stride, n, out, at=0):
     """Read n elements of the given code from buf at base + i*stride into float32
     out[at:at + n].
 
-    Contiguous operands, every other element (a slice with step 2) and broadcast ones
-    (stride 0) get loops of their own, which vectorise: a float32 or float16 self sliced
-    so, 512 x 512 in cache, ran SmoothL1 at 0.62 and 0.71 of the contiguous call's rate
-    where the loop with a run-time stride ran at 0.46 and 0.37.
+    Contiguous and broadcast (stride 0) operands get loops of their own, which vectorise.
     """
     if stride == 0:
         value = load_as_f32(buf, code, base)
@@ -334,26 +316,37 @@ def load_span(buf, code, base, stride, n, out, at=0):
             out[_index(at, i)] = value
     elif code == F32:
         if stride == 4:
-            _load_run(buf, F32, base, 4, n, out, at)
-        elif stride == 8:
-            _load_run(buf, F32, base, 8, n, out, at)
+            for i in range(n):
+                out[_index(at, i)] = load_f32(buf, base + 4 * i)
         else:
-            _load_run(buf, F32, base, stride, n, out, at)
+            for i in range(n):
+                out[_index(at, i)] = load_f32(buf, base + stride * i)
+    elif code == F16:
+        if stride == 2:
+            for i in range(n):
+                out[_index(at, i)] = half_to_f32(load_u16(buf, base + 2 * i))
+        else:
+            for i in range(n):
+                out[_index(at, i)] = half_to_f32(load_u16(buf, base + stride * i))
     elif stride == 2:
-        _load_run(buf, code, base, 2, n, out, at)
-    elif stride == 4:
-        _load_run(buf, code, base, 4, n, out, at)
+        for i in range(n):
+            out[_index(at, i)] = bf16_to_f32(load_u16(buf, base + 2 * i))
     else:
-        _load_run(buf, code, base, stride, n, out, at)
+        for i in range(n):
+            out[_index(at, i)] = bf16_to_f32(load_u16(buf, base + stride * i))
 
 
 @njit(inline="always", error_model="numpy", fastmath={"contract"})
 def copy_span16(src, src_at, src_step, dst, dst_at, dst_step, n):
     """The n 16-bit elements of src at byte src_at + i*src_step copied as they are to dst at
-    byte dst_at + i*dst_step (uint8 arrays; src_step 0 repeats one element, in a loop of
-    its own, and every other element into a contiguous run has one that vectorises, see
-    `load_span`): a row of a float16 or bfloat16 operand gathered or scattered, no
-    conversion."""
+    byte dst_at + i*dst_step (uint8 arrays): a row of a float16 or bfloat16 operand gathered
+    or scattered, no conversion. src_step 0 repeats one element, in a loop of its own;
+    every other element into a contiguous run (a slice with step 2) has one with literal
+    steps, which LLVM vectorises: float16 SmoothL1 with self so sliced, 512 x 512 in
+    cache, at 0.64 (AVX-512 build) and 0.76 (AVX2) of the contiguous call's rate where the
+    loop with run-time steps ran at 0.37 and 0.41. load_span has no such loop: its three
+    (float32 and both 16-bit codes, converted) made the tiled kernel's first compile 10-12 s
+    longer (33.5 against 23.8 s), for float32 0.46 to 0.62."""
     if src_step == 0:
         value = load_u16(src, src_at)
         for i in range(n):
