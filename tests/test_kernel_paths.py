@@ -106,6 +106,7 @@ def test_short_rows_share_a_tile():
     assert tile(3, 40) == (2, pointwise.CHUNK)
     assert tile(1, 40) == (1, pointwise.CHUNK)
     assert tile(3, 40_000) == (3, pointwise.CHUNK)  # ten tiles side by side
+    assert tile(3, 0) == (2, pointwise.CHUNK)  # no tile at all: any shape will do
 
 
 def test_staged_tiles_hold_the_same_bytes():

@@ -447,7 +447,7 @@ def _rows_for_threads(shape, cols: int, rows: int, threads: int, multiple: int) 
     """`rows` cut (to a multiple of `multiple`, at least one) until tiles of rows x cols
     over `shape` number at least `threads`, counting tiles side by side and over the outer
     dims (each tile is one thread's work)."""
-    across = math.prod(shape[:-2]) * -(-shape[-1] // cols)  # tiles side by side
+    across = max(1, math.prod(shape[:-2]) * -(-shape[-1] // cols))  # tiles side by side
     shares = -(-threads // across)  # row tiles wanted so that every thread has one
     if shares > 1:
         rows = min(rows, max(multiple, -(-shape[-2] // shares // multiple) * multiple))
