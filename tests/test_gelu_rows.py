@@ -36,19 +36,21 @@ def _ulp_error(got, exact):
     return np.abs(got.astype(np.float64) - exact) / ulp
 
 
-def _run(g, x, approximate, streaming=False):
+def _run(g, x, approximate, streaming=False, code=pointwise.BF16):
     """o = g * GELU'(x) by the contiguous float32 kernel (into a cache-line aligned output,
-    as streaming stores need)."""
+    as streaming stores need), as it computes it for results of the dtype `code` (the erf
+    form's tail: see `gelu_rows.erf_tail`)."""
     out = R.aligned_zeros(x.size, np.float32)
     gelu_rows.gelu_flat(np.asarray(g, np.float32), np.asarray(x, np.float32), out,
-                        approximate == "tanh", streaming)
+                        approximate == "tanh", gelu_rows.erf_tail(code), streaming)
     return out
 
 
-def _derivative(x, approximate):
-    """The float32 kernel's GELU'(x) (g = 1)."""
+def _derivative(x, approximate, code=pointwise.BF16):
+    """The float32 kernel's GELU'(x) (g = 1) for results of the dtype `code`: by default
+    with the erf form's whole tail, as 16-bit results take it."""
     x = np.asarray(x, np.float32)
-    return _run(np.ones_like(x), x, approximate)
+    return _run(np.ones_like(x), x, approximate, code=code)
 
 
 def _same_bits(ours, theirs) -> bool:
@@ -114,14 +116,36 @@ def test_float32_results_meet_the_precision_bar(approximate):
     x = np.concatenate([np.linspace(-15.0, 15.0, 1_500_001, dtype=np.float32),
                         np.float32(root) + np.arange(-3000, 3000, dtype=np.float32) * 6e-8])
     exact = R.gelu_derivative(x, approximate)
-    error = np.abs(_derivative(x, approximate).astype(np.float64) - exact)
+    error = np.abs(_derivative(x, approximate, pointwise.F32).astype(np.float64) - exact)
     assert (error <= 8 * np.spacing(np.abs(exact).astype(np.float32)) + 2.0**-22).all()
+
+
+def test_float32_results_take_subnormal_derivatives_as_0():
+    """For float32 results the erf form takes GELU' as 0 from x = -ERF_NORMAL on, where the
+    whole tail's value (16-bit results) is subnormal; every other float32 result keeps
+    the whole tail's bits and none is subnormal. Through the operator, contiguous and
+    strided: float32 gives 0 there, bfloat16 the subnormal GELU' times g."""
+    x = np.linspace(-16.0, 16.0, 3_200_001, dtype=np.float32)
+    flushed, whole = _derivative(x, "none", pointwise.F32), _derivative(x, "none")
+    past = x <= -gelu_rows.ERF_NORMAL
+    assert (flushed[past] == 0).all()
+    assert _same_bits(flushed[~past], whole[~past])
+    assert ((flushed == 0) | (np.abs(flushed) >= FLOAT32_TINY)).all()
+    assert (np.abs(whole[past & (x > -14.0)]) < FLOAT32_TINY).all()
+    assert (whole[past & (x > -14.0)] != 0).all()
+    for dtype in (np.float32, ml_dtypes.bfloat16):
+        x = np.array([[-13.5, -14.0, -13.25]], dtype)
+        g = np.array([[1e30, -1e25, 1.0]], dtype)
+        for x_in in (x, R.strided_device(x, R.layout_strides(x.shape, gap=3))):
+            got = R.compute("gelu", [g, x_in], ["none"]).astype(np.float32)
+            assert (got[0, :2] == 0).all() == (dtype == np.float32), dtype
+            assert got[0, 2] != 0
 
 
 def test_erf_form_keeps_relative_accuracy_into_the_tail():
     """The erf form's relative error stays within 2**-16 (1.4e-5 measured) plus 1 ULP where
     the bar's absolute term would allow any value (16-bit results are rounded from these):
-    every result from x = -14.6 (GELU' about -1e-46; subnormal from -13.2 on) to 10,
+    every result from x = -14.6 (GELU' about -1e-46; subnormal from -13.34 on) to 10,
     densely, and around the root."""
     root = -float(gelu_rows._ROOT_HI)
     x = np.concatenate([np.linspace(-14.6, 10.0, 2_500_001, dtype=np.float32),
@@ -226,7 +250,7 @@ def _unscaled(keep, scaled):
 
 
 @njit
-def _scalar_derivatives(x, use_tanh):
+def _scalar_derivatives(x, use_tanh, erf_tail):
     """GELU' of each element by the module docstring's operations, in the same order."""
     out = np.empty(x.size, np.float32)
     for i in range(x.size):
@@ -249,7 +273,7 @@ def _scalar_derivatives(x, use_tanh):
                 out[i] = tail if negative else big + tail
         else:
             e = f(0.0)
-            if a < gelu_rows.ERF_TAIL[0]:
+            if a < erf_tail:
                 e = _scalar_scaled_exp(a * a)
             t = f(1.0) / _fma(a, gelu_rows._T_SCALE, f(1.0))
             negative = math.copysign(1.0, x[i]) < 0  # q = p e, or 1 - q by one rounding
@@ -262,7 +286,7 @@ def _scalar_derivatives(x, use_tanh):
 
 @njit
 def _erf_vectors(x, g, o, vectors):
-    gelu_rows._vectors(x, 0, g, 0, o, 0, vectors, False)
+    gelu_rows._vectors(x, 0, g, 0, o, 0, vectors, False, gelu_rows.ERF_NORMAL)
 
 
 @pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"),
@@ -292,14 +316,16 @@ def _float32_inputs(n=200_003):
     return rng.standard_normal(x.size).astype(np.float32), rng.permutation(x)
 
 
+@pytest.mark.parametrize("code", [pointwise.F32, pointwise.BF16], ids=["float32", "16-bit"])
 @pytest.mark.parametrize("approximate", MODES)
-def test_vector_code_is_the_documented_formula(approximate):
+def test_vector_code_is_the_documented_formula(approximate, code):
     """The kernel's GELU' is the scalar emulation's, bit for bit (NaN for NaN and +-inf),
-    for lengths with a partial last vector, an odd count of whole ones, and below one."""
+    for lengths with a partial last vector, an odd count of whole ones, and below one,
+    for float32 and 16-bit results (the erf form's tail)."""
     _, x = _float32_inputs()
-    scalar = _scalar_derivatives(x, approximate == "tanh")
+    scalar = _scalar_derivatives(x, approximate == "tanh", gelu_rows.erf_tail(code))
     for n in (x.size, 4096 * 3 + 5, 53, 17, 5, 0):  # 53: a pair of vectors, one more, a rest
-        assert _same_bits(_derivative(x[:n], approximate), scalar[:n])
+        assert _same_bits(_derivative(x[:n], approximate, code), scalar[:n])
     assert np.isnan(scalar[~np.isfinite(x)]).all()
 
 

@@ -26,12 +26,8 @@ term covers). The factor 2**-64 is taken off in the final term only, after the l
 result rounds to 0 or 1 anyway (|x| past ERF_TAIL[0] or TANH_TAIL) were set to 0: only a lane
 whose GELU' is itself subnormal makes a subnormal (x86 takes a slow microcode assist for
 each operation that makes or takes one), rounded once, as a float32 result. In the erf
-form one FMA makes it and the product with g takes it (see `by_sign`): self uniform in
-+-100 has 0.63 % of them (x in (-14.6, -13.2)), and took 1.16x the time of N(0, 1) in
-cache built for AVX2, 1.29x for AVX-512 (1.17x and 1.33x in earlier runs when q was a
-product that two more operations took). Flushing them to 0 would keep float32 results
-within SPEC §10's 2**-22 |g|, but not bfloat16 ones within their 1 ULP (bfloat16 has
-subnormals too), so they are kept.
+form one FMA makes it and the product with g takes it (see `by_sign`). Only 16-bit results
+keep those lanes; float32 results take them as 0 (see `erf_tail`).
 
 erf form: GELU'(x) = Phi(x) + x phi(x) is q(a) for x < 0 and 1 - q(a) otherwise, a = |x|,
 
@@ -83,7 +79,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from .bits import CACHE_LINE_BYTES, F32, copy_bytes, store_fence, stream_f32x16
-from .lanes import LANES, array_data, function, splat, split_row, store
+from .lanes import LANES, array_data, broadcast, function, splat, split_row, store
 
 BLOCK = 4096  # elements per row of the contiguous kernel
 RUNS = 64  # its parallel work items
@@ -111,6 +107,9 @@ _T_SCALE = f(0.316)
 # |x| from which GELU' rounds to 0 (x < 0: |GELU'| < 2**-150) or 1 (x > 0: |GELU' - 1| <
 # 2**-25): (negative x, positive x), for the erf and the tanh form
 ERF_TAIL = (f(14.6), f(6.1))
+# the first float32 |x| at which a negative x's GELU' (erf form) is subnormal, by the kernel's
+# operations and in float64 alike (-2**-126 at x = -13.3418823; see `erf_tail`)
+ERF_NORMAL = f(13.341883)
 TANH_TAIL = (f(10.95), f(5.6))
 
 _K = math.sqrt(2 / math.pi)
@@ -247,12 +246,13 @@ class _Vectors:
         addend = b.bitcast(b.and_(clear, self.bits(_ONE)), self.vf)
         return self.fma(b.fmul(distance, v), e, addend)
 
-    def erf_derivative(self, x):
-        """GELU'(x), erf form (see the module's docstring). +-inf: NaN from (a_r - a) * 0."""
+    def erf_derivative(self, x, tail):
+        """GELU'(x), erf form (see the module's docstring), 0 for x <= -tail (a vector; see
+        `erf_tail`). +-inf: NaN from (a_r - a) * 0."""
         b = self.b
         a = self.abs(x)
         e = self.scaled_exp(b.fmul(a, a))  # garbage where not kept
-        kept = b.fcmp_ordered("<", a, self.const(ERF_TAIL[0]))
+        kept = b.fcmp_ordered("<", a, tail)
         e = b.select(kept, e, self.const(0.0))
         t = b.fdiv(self.const(1.0), self.fma(a, self.const(_T_SCALE), self.const(1.0)))
         return self.by_sign(x, self.horner(t, _GELU_V_SCALED), e)
@@ -284,15 +284,19 @@ def _row_block(use_tanh: bool):
     odd), with plain stores (see `gelu_row` for streaming). Two vectors per step give each
     operation of the long serial chains four independent AVX2 registers (two AVX-512 ones)
     instead of two: in cache 5-9 % faster on AVX2 for the erf form."""
-    def block(typingctx, x, x_at, g, g_at, o, o_at, vectors):
+    def block(typingctx, x, x_at, g, g_at, o, o_at, vectors, erf_tail):
         def codegen(context, builder, signature, args):
             data = array_data(context, builder, signature, args)
-            _, x_at, _, g_at, _, o_at, vectors = args
+            _, x_at, _, g_at, _, o_at, vectors, erf_tail = args
+            if erf_tail.type != ir.FloatType():
+                erf_tail = builder.fptrunc(erf_tail, ir.FloatType())
 
             def step(first, lanes):
                 """o = g * GELU'(x) for the `lanes` elements from element `first`."""
                 math_ = _Vectors(builder, lanes)
-                derivative = math_.tanh_derivative if use_tanh else math_.erf_derivative
+                tail = broadcast(builder, erf_tail, math_.vf)
+                derivative = (math_.tanh_derivative if use_tanh
+                              else lambda x: math_.erf_derivative(x, tail))
                 offset = builder.mul(first, ir.Constant(first.type, 4))
 
                 def at(i, base):
@@ -311,7 +315,8 @@ def _row_block(use_tanh: bool):
                 step(builder.mul(last, ir.Constant(vectors.type, LANES)), LANES)
             return context.get_dummy_value()
 
-        return types.none(x, types.intp, g, types.intp, o, types.intp, types.intp), codegen
+        return types.none(x, types.intp, g, types.intp, o, types.intp, types.intp,
+                          erf_tail), codegen
     block.__doc__ = _row_block.__doc__
     return intrinsic(block)
 
@@ -320,11 +325,25 @@ _erf_block, _tanh_block = _row_block(False), _row_block(True)
 
 
 @njit(inline="always", error_model="numpy")
-def _vectors(x, x_at, g, g_at, o, o_at, vectors, use_tanh):
+def _vectors(x, x_at, g, g_at, o, o_at, vectors, use_tanh, erf_tail):
     if use_tanh:
-        _tanh_block(x, x_at, g, g_at, o, o_at, vectors)
+        _tanh_block(x, x_at, g, g_at, o, o_at, vectors, erf_tail)
     else:
-        _erf_block(x, x_at, g, g_at, o, o_at, vectors)
+        _erf_block(x, x_at, g, g_at, o, o_at, vectors, erf_tail)
+
+
+def erf_tail(code: int) -> np.float32:
+    """The |x| from which the erf form takes a negative x's GELU' as 0, for results of the
+    dtype `code`: ERF_NORMAL for float32 results, ERF_TAIL[0] (where it rounds to 0) for
+    16-bit ones. Past ERF_NORMAL GELU' is subnormal, and each subnormal operation takes an
+    x86 microcode assist: with self uniform in +-100, 0.6 % of the lanes, 64K elements in
+    cache on one thread took 1.09-1.10x the time of N(0, 1) built for AVX2 and 1.17-1.24x
+    for AVX-512 with them, 1.00-1.02x and 0.99-1.03x without (three runs). A float32
+    result loses at most 2**-126 |g| so, within SPEC §10's 2**-22 |g|. A bfloat16 result
+    would lose up to all of its value (bfloat16 has float32's exponent range); float16
+    rows keep them too, so that they give the bits of the float16 table (built from these
+    rows, see `lookup`): a product's sign, where it rounds to 0."""
+    return ERF_NORMAL if code == F32 else ERF_TAIL[0]
 
 
 _PAD_BYTES = 4 * LANES  # one vector of float32; the pad holds x, g, o at 0, 64, 128
@@ -337,39 +356,39 @@ PAD_BYTES = _SPAN_AT + 4 * LANES * (SPAN_VECTORS + 1)  # the `pad` scratch of a 
 
 
 @njit(inline="always", error_model="numpy")
-def gelu_row(x, x_at, g, g_at, o, o_at, n, use_tanh, pad, streaming=False):
+def gelu_row(x, x_at, g, g_at, o, o_at, n, use_tanh, erf_tail, pad, streaming=False):
     """o = g * GELU'(x) for a row of n float32 elements at byte offsets x_at, g_at, o_at of
-    the uint8 arrays x, g, o. `pad`, PAD_BYTES of uint8 scratch: the last partial vector
-    goes through it, so that every element is computed by the same code. `streaming`:
-    whole vectors are stored non-temporally (o_at aligned to a vector; a `store_fence`
-    before the results are used), computed SPAN_VECTORS at a time into the pad and copied
-    out from there. Streaming stores mixed into the vector loop itself ran 4.5x slower
-    wherever the stack held the loop's spilled registers at some offsets within its
-    page (one process in eight, and 1 to 7 of 41 call depths scanned, on AVX2): a store there queued
-    behind the streaming ones held up the loop's loads."""
+    the uint8 arrays x, g, o (`erf_tail`: see `erf_tail`). `pad`, PAD_BYTES of uint8
+    scratch: the last partial vector goes through it, so that every element is computed by
+    the same code. `streaming`: whole vectors are stored non-temporally (o_at aligned to a
+    vector; a `store_fence` before the results are used), computed SPAN_VECTORS at a time
+    into the pad and copied out from there. Streaming stores mixed into the vector loop
+    itself ran 4.5x slower wherever the stack held the loop's spilled registers at some
+    offsets within its page (one process in eight, and 1 to 7 of 41 call depths scanned,
+    on AVX2): a store there queued behind the streaming ones held up the loop's loads."""
     vectors, done, rest = split_row(F32, n)
     if streaming:
         span = _SPAN_AT + (-(pad.ctypes.data + _SPAN_AT)) % CACHE_LINE_BYTES
         for first in range(0, vectors, SPAN_VECTORS):
             count = min(SPAN_VECTORS, vectors - first)
             at = 4 * LANES * first
-            _vectors(x, x_at + at, g, g_at + at, pad, span, count, use_tanh)
+            _vectors(x, x_at + at, g, g_at + at, pad, span, count, use_tanh, erf_tail)
             stream_f32x16(o, o_at + at, pad, span, count)
     else:
-        _vectors(x, x_at, g, g_at, o, o_at, vectors, use_tanh)
+        _vectors(x, x_at, g, g_at, o, o_at, vectors, use_tanh, erf_tail)
     if rest:
         pad[:] = 0
         copy_bytes(pad, 0, x, x_at + done, rest)
         copy_bytes(pad, _PAD_BYTES, g, g_at + done, rest)
-        _vectors(pad, 0, pad, _PAD_BYTES, pad, 2 * _PAD_BYTES, 1, use_tanh)
+        _vectors(pad, 0, pad, _PAD_BYTES, pad, 2 * _PAD_BYTES, 1, use_tanh, erf_tail)
         copy_bytes(o, o_at + done, pad, 2 * _PAD_BYTES, rest)
 
 
 @njit(parallel=True, nogil=True, cache=True, error_model="numpy")
-def gelu_flat(g, x, o, use_tanh, streaming):
-    """Contiguous float32 arrays: o = g * GELU'(x). The rows are blocks of BLOCK elements,
-    handed out in up to RUNS runs that each allocate their pad once. `streaming` (o aligned
-    to 64 bytes): stored non-temporally, each run fenced."""
+def gelu_flat(g, x, o, use_tanh, erf_tail, streaming):
+    """Contiguous float32 arrays: o = g * GELU'(x) (`erf_tail`: see `erf_tail`). The rows
+    are blocks of BLOCK elements, handed out in up to RUNS runs that each allocate their pad
+    once. `streaming` (o aligned to 64 bytes): stored non-temporally, each run fenced."""
     n = o.size
     gb, xb, ob = g.view(np.uint8), x.view(np.uint8), o.view(np.uint8)
     blocks = (n + BLOCK - 1) // BLOCK
@@ -379,6 +398,7 @@ def gelu_flat(g, x, o, use_tanh, streaming):
         for b in range(run * blocks // runs, (run + 1) * blocks // runs):
             start = b * BLOCK
             at = start * 4
-            gelu_row(xb, at, gb, at, ob, at, min(BLOCK, n - start), use_tanh, pad, streaming)
+            gelu_row(xb, at, gb, at, ob, at, min(BLOCK, n - start), use_tanh, erf_tail, pad,
+                     streaming)
         if streaming:
             store_fence()

@@ -44,7 +44,7 @@ def splat(vector_type: ir.VectorType, value) -> ir.Constant:
 def broadcast(builder, value, vector_type: ir.VectorType):
     """The run-time scalar `value` in every lane."""
     first = builder.insert_element(ir.Constant(vector_type, ir.Undefined), value, I32(0))
-    return builder.shuffle_vector(first, first, splat(VI, 0))
+    return builder.shuffle_vector(first, first, splat(ir.VectorType(I32, vector_type.count), 0))
 
 
 def array_data(context, builder, signature, args):

@@ -48,7 +48,7 @@ from .bits import (
     store_span,
 )
 from .gelu_rows import PAD_BYTES as GELU_PAD
-from .gelu_rows import gelu_flat, gelu_row
+from .gelu_rows import erf_tail, gelu_flat, gelu_row
 from .lanes import prefetch_block_rows, transpose_x16
 from .launch import launch
 from .layout import MAX_RANK, coalesce
@@ -268,10 +268,10 @@ def _streamed(o, place, k, r, streaming):
 def _tile(params, bufs, meta, place, rows, n, work, work_bytes, areas, streaming, pad,
           row_code, ahead):
     """The rows of a tile, its operands located by `place`: SmoothL1 / L1 for params
-    (factor, mode, scale) (see `smooth_l1_rows.slope_factor`), GELU for (use_tanh,),
-    told apart when the kernel is compiled (see the overload below); `row_code`: the dtype
-    the rows are computed in (see `_row_code`); `ahead`: how far 16-bit SmoothL1 / L1 rows
-    prefetch (see `PointwiseLaunch`)."""
+    (factor, mode, scale) (see `smooth_l1_rows.slope_factor`), GELU for (use_tanh,
+    erf_tail) (see `gelu_rows.erf_tail`), told apart when the kernel is compiled (see the
+    overload below); `row_code`: the dtype the rows are computed in (see `_row_code`);
+    `ahead`: how far 16-bit SmoothL1 / L1 rows prefetch (see `PointwiseLaunch`)."""
     raise NotImplementedError("compiled code only")
 
 
@@ -299,13 +299,13 @@ def _tile_of(params, bufs, meta, place, rows, n, work, work_bytes, areas, stream
 
     def gelu(params, bufs, meta, place, rows, n, work, work_bytes, areas, streaming, pad,
              row_code, ahead):  # float32 rows only
-        (use_tanh,) = params
+        use_tanh, tail = params
         g, x = _rows(bufs, work_bytes, place, 0), _rows(bufs, work_bytes, place, 1)
         o = _rows(bufs, work_bytes, place, 2)
         for r in range(rows):
             _convert_rows(bufs, meta, place, r, n, work, work_bytes, areas, F32)
             gelu_row(x, _row_at(place, 1, r), g, _row_at(place, 0, r), o,
-                     _row_at(place, 2, r), n, use_tanh, pad,
+                     _row_at(place, 2, r), n, use_tanh, tail, pad,
                      _streamed(o, place, 2, r, streaming))
             _flush_row(bufs, meta, place, r, n, work, work_bytes, areas, F32)
     return gelu
@@ -536,7 +536,7 @@ def _derivative_table(code: int, use_tanh: bool) -> lookup.Factors:
     wide = {F16: np.float16, BF16: ml_dtypes.bfloat16}[code]
     x = lookup.all_values(VIEW_DTYPE[code]).view(wide).astype(np.float32)
     table = np.empty(lookup.TABLE_SIZE, np.float32)
-    gelu_flat(np.ones_like(x), x, table, use_tanh, False)
+    gelu_flat(np.ones_like(x), x, table, use_tanh, erf_tail(code), False)
     return lookup.factors(table, float16=code == F16)
 
 
@@ -555,6 +555,7 @@ def gelu_backward(shape, grad, x, out, use_tanh: bool) -> PointwiseLaunch:
             factors = _derivative_table(code, use_tanh)
             return lambda: lookup.scaled_lookup(g, xs, o, *factors)
         streaming = _streams(o)
-        return lambda: gelu_flat(g, xs, o, use_tanh, streaming)
+        return lambda: gelu_flat(g, xs, o, use_tanh, tail, streaming)
 
-    return PointwiseLaunch(shape, [grad, x, out], (use_tanh,), flat)
+    tail = erf_tail(out.code)
+    return PointwiseLaunch(shape, [grad, x, out], (use_tanh, tail), flat)
