@@ -365,7 +365,17 @@ def gelu_row(x, x_at, g, g_at, o, o_at, n, use_tanh, erf_tail, pad, streaming=Fa
     into the pad and copied out from there. Streaming stores mixed into the vector loop
     itself ran 4.5x slower wherever the stack held the loop's spilled registers at some
     offsets within its page (one process in eight, and 1 to 7 of 41 call depths scanned,
-    on AVX2): a store there queued behind the streaming ones held up the loop's loads."""
+    on AVX2): a store there queued behind the streaming ones held up the loop's loads.
+    The span costs its copy: 16M elements built for AVX2, the erf form on one thread took
+    6.72-6.78 ms through it, 6.24-6.41 with plain stores from the loop, and on two threads
+    3.36-3.53 ms against 3.05-3.14 with streaming stores from the loop (eight alternating
+    pairs of processes). The 4.5x slowdown could not be made again on 2026-11-25, with the
+    loop of then or of now: over 256 stack offsets 16 bytes apart (one thread) the worst
+    re-measured 1.14x (now; then about 1.45x, one scan), none of 512 offsets of the stack
+    and of o above 1.3x, none of 32 processes of the loop of then on two threads (8
+    compiling it). Whole processes on one thread also ran about 1.8x slower at times,
+    through the span (2 of about 90) and from the loop (1 of about 15), for reasons not
+    found. So the span stays."""
     vectors, done, rest = split_row(F32, n)
     if streaming:
         span = _SPAN_AT + (-(pad.ctypes.data + _SPAN_AT)) % CACHE_LINE_BYTES
