@@ -288,8 +288,6 @@ def _row_block(use_tanh: bool):
         def codegen(context, builder, signature, args):
             data = array_data(context, builder, signature, args)
             _, x_at, _, g_at, _, o_at, vectors, erf_tail = args
-            if erf_tail.type != ir.FloatType():
-                erf_tail = builder.fptrunc(erf_tail, ir.FloatType())
 
             def step(first, lanes):
                 """o = g * GELU'(x) for the `lanes` elements from element `first`."""
@@ -316,7 +314,7 @@ def _row_block(use_tanh: bool):
             return context.get_dummy_value()
 
         return types.none(x, types.intp, g, types.intp, o, types.intp, types.intp,
-                          erf_tail), codegen
+                          types.float32), codegen
     block.__doc__ = _row_block.__doc__
     return intrinsic(block)
 
