@@ -422,9 +422,9 @@ def _tile_shape(shape, strides, row_bytes: int, threads: int) -> tuple[int, int]
     No faster either: asking for the staged lines ahead of their stores (`prefetchw`, 2
     or 4 block columns ahead: 0.55-0.68 against 0.60-0.70), for the staged operand's lines
     of the next tile while staging this one (into L1, L2 or L3: 0.64 against 0.70 in 2 MiB
-    tiles, 0.60-0.63 against 0.65 in 1 MiB ones),
-    the two threads' tiles half a tile out of phase, the two threads on the two halves of
-    the same rows (256 x 2048 tiles, one band of columns each: 0.67 against 0.69-0.70),
+    tiles, 0.60-0.63 against 0.65 in 1 MiB ones), the two threads' tiles half a tile out of
+    phase, the two threads on the two halves of the same rows (256 x 2048 tiles, one band
+    of columns each: 0.67 against 0.69-0.70),
     tiles of 256 rows by 512-2048 columns whose rows prefetch the next rows (0.47-0.58
     against 0.64), 16-row tiles with the staged operand's next 512 bytes of each row asked
     for ahead (0.27), and a staged tile laid out block column by block column, so that its
@@ -545,6 +545,7 @@ def gelu_backward(shape, grad, x, out, use_tanh: bool) -> PointwiseLaunch:
     formulas of `gelu_rows`. Contiguous float16/bfloat16 operands look GELU' up in a table
     of the kernel's own values (`lookup`): the same bits, at memory speed."""
     use_tanh = bool(use_tanh)
+    tail = erf_tail(out.code)
 
     def flat(views, strides, operands):
         if any(v is None for v in views):
@@ -557,5 +558,4 @@ def gelu_backward(shape, grad, x, out, use_tanh: bool) -> PointwiseLaunch:
         streaming = _streams(o)
         return lambda: gelu_flat(g, xs, o, use_tanh, tail, streaming)
 
-    tail = erf_tail(out.code)
     return PointwiseLaunch(shape, [grad, x, out], (use_tanh, tail), flat)
