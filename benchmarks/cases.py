@@ -69,7 +69,9 @@ def measure_throughput(case: Case, cfg: Config) -> Row:
     to another case (`vs_case`), that case's call (`extra["reference_ms"]`), made on
     this setup's buffers where it offers one (`Setup.reference`), and where both setups
     name a `varied` input, timed again with those swapped (`extra["swapped_ms"]`, see
-    `harness.crossed_ratio`)."""
+    `harness.crossed_ratio`); for a case whose self is read transposed (`Setup.staged`),
+    the streamed triad over its buffers and the probe that reads them as our staged tiles
+    do (see `note_staging_bounds`)."""
     dev = Device()
     try:
         s = case.setup(cfg, dev)
@@ -87,6 +89,9 @@ def measure_throughput(case: Case, cfg: Config) -> Row:
                                                          s.bytes_written).ours
                                   if s.bytes_written else
                                   probe.triad_setup(s.bytes_moved // 16, streamed=True).ours)
+        if s.staged and s.buffers:
+            timed["floor"] = probe.triad_over(s.buffers, streamed=True)
+            timed["staged"] = probe.staged_triad_over(s.buffers, *s.staged)
         reference = None
         if target and target.needs:
             reference = (s._replace(ours=s.reference, varied=None) if s.reference else
@@ -107,7 +112,7 @@ def measure_throughput(case: Case, cfg: Config) -> Row:
     finally:
         dev.release()
     row = Row(case.name, times["ours"], times.get("torch"), s.bytes_moved, s.elements)
-    for key in ("triad", "floor", "reference", "compute"):
+    for key in ("triad", "floor", "reference", "compute", "staged"):
         if key in times:
             row.extra[f"{key}_ms"] = times[key] * 1e3
     if "swapped" in times:
@@ -301,10 +306,11 @@ def smooth_l1(dtype, reduction: int = 0, grad_shape=None, layout: str = "1d"):
 
         def call(x_view, target):
             return two_phase("SmoothL1LossBackward", dg, x_view, target, reduction, 1.0, out)
-        reference = None
+        reference, staged = None, None
         if layout == "transposed":  # the contiguous call reads the same bytes in order
             ours, reference = call(dev.view(x_at, x, shape, [1, cfg.side]), dy), call(dx, dy)
             tx = tx.t()
+            staged = _staged_runs(cfg.side, x.itemsize)
         else:
             ours = call(dx, dy)
         if layout == "bcast":  # the contiguous call on the same gradOut, self and output
@@ -314,8 +320,17 @@ def smooth_l1(dtype, reduction: int = 0, grad_shape=None, layout: str = "1d"):
             aten.smooth_l1_loss_backward.grad_input(tg, tx, ty, reduction, 1.0, grad_input=tout)
         streamed = dev.buffers(dg, dx, dy, out) if g.size == y.size == x.size else None
         return Setup(ours, theirs, g.nbytes + x.nbytes + y.nbytes + tout.nbytes, x.size,
-                     reference=reference, buffers=streamed)
+                     reference=reference, buffers=streamed, staged=staged)
     return setup
+
+
+def _staged_runs(side: int, itemsize: int) -> tuple[int, int]:
+    """(bytes per row, bytes each staged tile reads along a row) of a [side, side] self
+    read transposed by the tiled kernel, all operands of one dtype (rows computed in it)."""
+    row, column = (side * itemsize, itemsize), (itemsize, side * itemsize)
+    tile_rows, _ = pointwise._tile_shape((side, side), [row, column, row, row], itemsize,
+                                         probe.THREADS)
+    return side * itemsize, tile_rows * itemsize
 
 
 def l1(dtype, reduction: int = 0, grad_shape=None):
@@ -518,6 +533,31 @@ def note_subnormal_costs(rows: list[Row], cases: list[Case]) -> None:
                 f"them torch/ours on '{reference.case}' <= {reference.torch_s * 1e3:.2f} / "
                 f"{exact:.2f} = {bound:.2f} (target {factor})"
                 + ("; out of reach here either way" if bound < factor else ""))
+        row.note = f"{row.note}; {note}" if row.note else note
+
+
+def note_staging_bounds(rows: list[Row]) -> None:
+    """Note on each failed case that timed `Setup.staged` what its memory traffic alone
+    allows in this run: a probe reading self as our staged tiles do and streaming the
+    others (`probe.staged_triad_over`), timed alternately with our call, the contiguous
+    call and the streamed triad over the same buffers. Our call moves those bytes in that
+    order and more (it stores and reads back the staged tiles), so its elements/s against
+    the contiguous call are at most the contiguous call's time over the probe's."""
+    for row in rows:
+        staged, floor, reference = (row.extra.get(f"{key}_ms")
+                                    for key in ("staged", "floor", "reference"))
+        if row.verdict != "FAIL" or not (staged and floor and reference and row.ours_s):
+            continue
+        bound, ours = reference / staged, row.ours_s * 1e3
+        verdict = ("out of reach for these tiles here" if bound < LAYOUT_VS_CONTIGUOUS else
+                   "reachable in principle")
+        note = (f"{verdict}: a memory-only probe reading self a staged tile at a time "
+                f"(as ours does) and streaming the tile's rows of the others took "
+                f"{staged:.2f} ms, the streamed triad over the same buffers {floor:.2f} ms "
+                f"(the layout alone: {floor / staged:.2f} of its speed), the contiguous call "
+                f"{reference:.2f} ms, so elements/s vs it <= {bound:.2f} with these tiles "
+                f"(target {LAYOUT_VS_CONTIGUOUS}); ours took {ours:.2f} ms, "
+                f"{staged / ours:.2f} of the probe's speed")
         row.note = f"{row.note}; {note}" if row.note else note
 
 

@@ -353,7 +353,10 @@ class Setup(NamedTuple):
     one it writes, of one size: the same-bytes triad probes run over those
     (`probe.triad_over`). `exact_products`: for a case whose results take subnormal
     products, the same results made without any, on the case's own buffers (timed
-    alongside our call, see `cases.note_subnormal_costs`)."""
+    alongside our call, see `cases.note_subnormal_costs`). `staged`, for a case whose
+    self is read transposed: (bytes per row of self, bytes each of our staged tiles reads
+    along such a row), for the memory-only probe that reads it so
+    (`probe.staged_triad_over`, see `cases.note_staging_bounds`)."""
 
     ours: Callable[[], object]
     torch: Callable[[], object] | None
@@ -365,6 +368,7 @@ class Setup(NamedTuple):
     varied: tuple[int, int] | None = None
     buffers: tuple[tuple[int, int], ...] | None = None
     exact_products: Callable[[], object] | None = None
+    staged: tuple[int, int] | None = None
 
 
 @dataclass

@@ -159,6 +159,48 @@ def triad_setup(n: int, streamed: bool = False) -> Setup:
                  lambda: torch.addcmul(ta, tb, tc, out=t_out), 4 * 4 * n, n)
 
 
+@numba.njit(inline="always")
+def _sum_words(words, first, count):
+    """The sum of words[first:first + count] (wrapping; a vector loop)."""
+    run = words[first:first + count]
+    total = np.uint32(0)
+    for i in range(run.size):
+        total += run[i]
+    return total
+
+
+@numba.njit(parallel=True, cache=True)
+def _staged_triad(out, a, x, c, row_words, run_words, sums):
+    """The memory traffic of a tiled call whose operand x (rows of `row_words` words) is
+    read transposed, tile by tile as the kernel stages it, on uint32 words: each thread
+    takes an equal run of tiles (as the kernel's prange does); a tile first reads the
+    `run_words` words at its offset along every row of x (summed into `sums`), then
+    streams its rows of a and c into `out` (out = a + c * c, stored non-temporally)."""
+    tiles = row_words // run_words
+    tile_words = len(out) // tiles
+    for p in prange(THREADS):
+        total = np.uint32(0)
+        for tile in range(p * tiles // THREADS, (p + 1) * tiles // THREADS):
+            for row in range(len(x) // row_words):
+                total += _sum_words(x, row * row_words + tile * run_words, run_words)
+            for i in range(tile * tile_words, (tile + 1) * tile_words, 16):
+                _streamed_triad_line(out, a, c, c, i)
+        store_fence()
+        sums[p] = total
+
+
+def staged_triad_over(buffers: tuple[tuple[int, int], ...], row_bytes: int,
+                      run_bytes: int) -> Callable[[], None]:
+    """`_staged_triad` over a case's own device buffers (address, bytes: gradOut, the
+    transposed self, target, output, each [S, S] of `row_bytes` per row): self read in
+    runs of `run_bytes` along each of its rows, a tile of the kernel's at a time, the
+    tile's rows of the others streamed; a memory-only pass, no compute, no staging."""
+    numba.set_num_threads(THREADS)
+    a, x, c, out = (device_array(buffer, np.uint32) for buffer in buffers)
+    sums = np.zeros(THREADS, np.uint32)
+    return lambda: _staged_triad(out, a, x, c, row_bytes // 4, run_bytes // 4, sums)
+
+
 def triad_over(buffers: tuple[tuple[int, int], ...], streamed: bool) -> Callable[[], None]:
     """The triad over a case's own device buffers (address, bytes): the three it reads
     and the one it writes, as uint32 words in integer arithmetic (their bits may be any

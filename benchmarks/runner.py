@@ -20,7 +20,15 @@ from rich.console import Console
 from rich.table import Table
 
 from . import isa
-from .cases import CASES, PROBES, TRIAD, Case, note_bandwidth_ceilings, note_subnormal_costs
+from .cases import (
+    CASES,
+    PROBES,
+    TRIAD,
+    Case,
+    note_bandwidth_ceilings,
+    note_staging_bounds,
+    note_subnormal_costs,
+)
 from .harness import Config, OthersLoad, Row, clear_host_cache, init_runtime
 
 THREADS = 2
@@ -188,6 +196,7 @@ def main(argv=None) -> int:
     judge(rows, cases)
     note_bandwidth_ceilings(rows, cases)
     note_subnormal_costs(rows, cases)
+    note_staging_bounds(rows)
     elapsed = time.perf_counter() - started
     busy = others.fraction()
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 from benchmarks import cases, harness, isa, probe, runner
-from benchmarks.cases import CASES, DTYPES, Case, note_bandwidth_ceilings
+from benchmarks.cases import CASES, DTYPES, Case, note_bandwidth_ceilings, note_staging_bounds
 from benchmarks.harness import (
     Row,
     both,
@@ -19,6 +19,7 @@ from benchmarks.harness import (
 )
 
 from aclnn import acl
+from aclnn.kernels import pointwise
 
 
 def test_time_alternating_calls_each_function_in_turn():
@@ -247,6 +248,64 @@ def test_measure_throughput_runs_the_probes_over_the_cases_buffers(monkeypatch):
     row = cases.measure_throughput(case, harness.Config(repeat=1, warmup=0))
     assert (buffers, False) in over and (buffers, True) in over
     assert "triad_ms" in row.extra and "floor_ms" in row.extra
+
+
+@pytest.mark.parametrize(("side", "run_words"), [(64, 16), (64, 32), (96, 48)])
+def test_staged_probe_reads_every_word_of_self_once_and_streams_the_rest(side, run_words):
+    """The staged-tile probe: every word of the transposed operand summed once, tile by
+    tile (integers, so the sum is exact), and out = a + c * c over every word of the
+    others (wrapping)."""
+    def on_a_line(words):
+        raw = np.zeros(words + 16, np.uint32)
+        return raw[(-raw.ctypes.data % 64) // 4:][:words]
+    rng = np.random.default_rng(4)
+    a, x, c, out = (on_a_line(side * side) for _ in range(4))
+    for words in (a, x, c):
+        words[:] = rng.integers(0, 2**32, words.size, dtype=np.uint32)
+    sums = np.zeros(probe.THREADS, np.uint32)
+    probe._staged_triad(out, a, x, c, side, run_words, sums)
+    assert sums.sum(dtype=np.uint32) == x.sum(dtype=np.uint32)
+    assert np.array_equal(out, a + c * c)
+
+
+@pytest.mark.parametrize(("dtype", "itemsize"), [(np.float32, 4), (np.float16, 2)])
+def test_staged_probe_reads_the_runs_the_kernel_stages(dtype, itemsize):
+    """The probe's runs are the tiled kernel's staged tile height along self's rows."""
+    row, column = (4096 * itemsize, itemsize), (itemsize, 4096 * itemsize)
+    rows, _ = pointwise._tile_shape((4096, 4096), [row, column, row, row], itemsize,
+                                    probe.THREADS)
+    assert cases._staged_runs(4096, itemsize) == (4096 * itemsize, rows * itemsize)
+
+
+def test_staging_bound_notes():
+    """A failed layout case gets the contiguous call's time over the staged-tile probe's as
+    its bound, out of reach for these tiles where that is under the target."""
+    def row(name, ours_ms, staged_ms, verdict="FAIL"):
+        return Row(name, ours_ms / 1e3, verdict=verdict,
+                   extra={"staged_ms": staged_ms, "floor_ms": 2.4, "reference_ms": 2.5})
+    rows = [row("a", 4.0, 3.6), row("b", 4.0, 2.8), row("c", 3.0, 2.8, "PASS")]
+    note_staging_bounds(rows)
+    assert rows[0].note.startswith("out of reach for these tiles here")
+    assert "<= 0.69 with these tiles" in rows[0].note
+    assert rows[1].note.startswith("reachable in principle")
+    assert "(the layout alone: 0.86 of its speed)" in rows[1].note
+    assert rows[1].note.endswith("ours took 4.00 ms, 0.70 of the probe's speed")
+    assert rows[2].note == ""
+
+
+def test_measure_throughput_times_the_staged_probe_for_a_transposed_self(monkeypatch):
+    timed = []
+    monkeypatch.setattr(probe, "triad_over",
+                        lambda buffers, streamed: lambda: timed.append(("triad", streamed)))
+    monkeypatch.setattr(probe, "staged_triad_over",
+                        lambda buffers, row, run: lambda: timed.append(("staged", row, run)))
+    buffers = ((1, 64), (2, 64), (3, 64), (4, 64))
+    case = Case("layout", lambda cfg, dev: harness.Setup(
+        lambda: None, None, 256, 16, reference=lambda: None, buffers=buffers,
+        staged=(32, 8)), vs_case("other", 0.75))
+    row = cases.measure_throughput(case, harness.Config(repeat=1, warmup=0))
+    assert ("staged", 32, 8) in timed and ("triad", True) in timed
+    assert {"staged_ms", "floor_ms", "reference_ms"} <= row.extra.keys()
 
 
 def test_targets_carry_their_torch_factor():
