@@ -177,8 +177,7 @@ print(" ".join(sorted(set(re.findall(r"\\tprefetcht0\\t(\\d+)\\(", asm)))))
 def test_contiguous_16bit_loop_prefetch_distance(level, code, tmp_path):
     """The contiguous kernel's 16-bit loops prefetch their inputs FLAT_PREFETCH_BYTES ahead
     (FLAT_PREFETCH_BYTES_BF16 for bfloat16; a pair of vectors: one line, or two where a
-    vector is half a line): 512 and 2048 bytes built for AVX-512, 8192 for AVX2, not the
-    tiled rows' ROW_PREFETCH_BYTES there."""
+    vector is half a line): 512 and 2048 bytes built for AVX-512, 8192 for AVX2."""
     env = {**os.environ, **(isa.ENVIRONMENTS["avx2"] if level == "avx2" else {}),
            "NUMBA_CACHE_DIR": str(tmp_path)}
     done = subprocess.run([sys.executable, "-c", _PREFETCH_DISTANCES, str(code)],

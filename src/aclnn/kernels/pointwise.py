@@ -54,8 +54,6 @@ from .launch import launch
 from .layout import MAX_RANK, coalesce
 from .smooth_l1_rows import PAD_BYTES as SMOOTH_L1_PAD
 from .smooth_l1_rows import (
-    ROW_PREFETCH_BYTES,
-    STAGED_ROW_PREFETCH_BYTES,
     slope_factor,
     smooth_l1_flat,
     smooth_l1_row,
@@ -266,18 +264,18 @@ def _streamed(o, place, k, r, streaming):
 
 
 def _tile(params, bufs, meta, place, rows, n, work, work_bytes, areas, streaming, pad,
-          row_code, ahead):
+          row_code):
     """The rows of a tile, its operands located by `place`: SmoothL1 / L1 for params
     (factor, mode, scale) (see `smooth_l1_rows.slope_factor`), GELU for (use_tanh,
     erf_tail) (see `gelu_rows.erf_tail`), told apart when the kernel is compiled (see the
-    overload below); `row_code`: the dtype the rows are computed in (see `_row_code`);
-    `ahead`: how far 16-bit SmoothL1 / L1 rows prefetch (see `PointwiseLaunch`)."""
+    overload below); `row_code`: the dtype the rows are computed in (see `_row_code`). The
+    16-bit SmoothL1 / L1 rows do not prefetch (see `smooth_l1_rows.FLAT_PREFETCH_BYTES`)."""
     raise NotImplementedError("compiled code only")
 
 
 @overload(_tile, inline="always", jit_options={"error_model": "numpy", "fastmath": {"contract"}})
 def _tile_of(params, bufs, meta, place, rows, n, work, work_bytes, areas, streaming, pad,
-             row_code, ahead):
+             row_code):
     """The tile function for the type of `params`: bufs (gradOut, self, target, gradInput)
     row by row through `smooth_l1_rows.smooth_l1_row`, or (gradOutput, self, gradInput)
     through `gelu_rows.gelu_row`. The row buffers are picked once per tile and the
@@ -285,7 +283,7 @@ def _tile_of(params, bufs, meta, place, rows, n, work, work_bytes, areas, stream
     per tile, cost 10-35 % on 256 x 256 in cache (reference counting)."""
     if len(params) == 3:
         def smooth_l1(params, bufs, meta, place, rows, n, work, work_bytes, areas, streaming,
-                      pad, row_code, ahead):
+                      pad, row_code):
             factor, mode, scale = params
             g, x = _rows(bufs, work_bytes, place, 0), _rows(bufs, work_bytes, place, 1)
             y, o = _rows(bufs, work_bytes, place, 2), _rows(bufs, work_bytes, place, 3)
@@ -293,12 +291,12 @@ def _tile_of(params, bufs, meta, place, rows, n, work, work_bytes, areas, stream
                 _convert_rows(bufs, meta, place, r, n, work, work_bytes, areas, row_code)
                 smooth_l1_row(row_code, g, _row_at(place, 0, r), x, _row_at(place, 1, r), y,
                               _row_at(place, 2, r), o, _row_at(place, 3, r), n, factor, mode,
-                              scale, True, _streamed(o, place, 3, r, streaming), pad, ahead)
+                              scale, True, _streamed(o, place, 3, r, streaming), pad, None)
                 _flush_row(bufs, meta, place, r, n, work, work_bytes, areas, row_code)
         return smooth_l1
 
     def gelu(params, bufs, meta, place, rows, n, work, work_bytes, areas, streaming, pad,
-             row_code, ahead):  # float32 rows only
+             row_code):  # float32 rows only
         use_tanh, tail = params
         g, x = _rows(bufs, work_bytes, place, 0), _rows(bufs, work_bytes, place, 1)
         o = _rows(bufs, work_bytes, place, 2)
@@ -312,13 +310,11 @@ def _tile_of(params, bufs, meta, place, rows, n, work, work_bytes, areas, stream
 
 
 @njit(parallel=True, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
-def _tiled_backward(bufs, meta, shape, tile_rows, tile_cols, params, streaming, row_code,
-                    ahead):
+def _tiled_backward(bufs, meta, shape, tile_rows, tile_cols, params, streaming, row_code):
     """bufs: the operands' buffers, the output last; params: the rows' (see `_tile`), computed
-    in the dtype `row_code` (see `_row_code`), prefetching `ahead` bytes. Each
-    run of tiles allocates its work area and the rows' scratch (`pad`) once; per
-    tile, `place` holds each operand's first element (byte offset) and where its rows are
-    (see `_locate_rows`)."""
+    in the dtype `row_code` (see `_row_code`). Each run of tiles allocates its work area
+    and the rows' scratch (`pad`) once; per tile, `place` holds each operand's first
+    element (byte offset) and where its rows are (see `_locate_rows`)."""
     count, mid_tiles, col_tiles = _tile_count(shape, tile_rows, tile_cols)
     runs, areas = min(count, RUNS), _work_areas(meta, tile_rows, tile_cols, row_code)
     operands = meta.shape[0]
@@ -336,7 +332,7 @@ def _tiled_backward(bufs, meta, shape, tile_rows, tile_cols, params, streaming, 
                     bufs, meta, k, place[0, k], rows, n, work_bytes, tile_cols, areas[k],
                     row_code)
             _tile(params, bufs, meta, place, rows, n, work, work_bytes, areas, streaming, pad,
-                  row_code, ahead)
+                  row_code)
         if streaming:
             store_fence()
 
@@ -473,8 +469,7 @@ class PointwiseLaunch:
     When every operand has one dtype and the coalesced layout is a single contiguous run
     (the common case), `flat` runs a typed kernel that needs no staging buffers; otherwise
     the tiled kernel serves any strides, broadcasts and dtype mix; `params` are its row
-    function's (see `_tile`), whose 16-bit SmoothL1 / L1 rows prefetch further ahead where
-    an operand is staged (see `smooth_l1_rows.STAGED_ROW_PREFETCH_BYTES`).
+    function's (see `_tile`).
     """
 
     def __init__(self, shape, operands: list[StridedOperand], params: tuple, flat=None):
@@ -492,8 +487,7 @@ class PointwiseLaunch:
             args = (tuple(op.buffer for op in operands), meta, np.array(iter_shape, np.int64),
                     *_tile_shape(iter_shape, strides, element_bytes(row_code),
                                  numba.get_num_threads()), params,
-                    _too_large_to_cache(out_bytes), row_code,
-                    STAGED_ROW_PREFETCH_BYTES if _any_past_line(strides) else ROW_PREFETCH_BYTES)
+                    _too_large_to_cache(out_bytes), row_code)
             self._run = lambda: _tiled_backward(*args)
 
     def __call__(self) -> None:

@@ -31,8 +31,8 @@ The 16-bit loops, slowed by their conversions, also prefetch their operands ahea
 elements, 2 threads, AVX2, alternating with the loop without it: float16 0.82-0.94 of the
 time, bfloat16 0.84-0.89 (one thread: 0.86 and 0.77), in cache unchanged; the float32
 loop gained 2 % (noise), so it has none. How far ahead is the caller's choice: the
-contiguous kernel goes FLAT_PREFETCH_BYTES ahead, the tiled kernel's rows ROW_PREFETCH_BYTES
-(see those).
+contiguous kernel goes FLAT_PREFETCH_BYTES ahead; the tiled kernel's rows do not prefetch
+(see FLAT_PREFETCH_BYTES).
 """
 
 from __future__ import annotations
@@ -78,15 +78,14 @@ RUNS = 64  # parallel work items
 # alike (1.18-1.23 ms, both dtypes).
 FLAT_PREFETCH_BYTES = 512 if LINE_VECTORS else 8192
 FLAT_PREFETCH_BYTES_BF16 = 2048 if LINE_VECTORS else 8192
-# The tiled kernel's rows keep 512: with 8192, float16 4096 x 4096 with a broadcast target
-# took 1.07-1.10x as long (a self transposed 0.95-0.97x). Rows of a tile with a staged
-# operand go 8192 ahead: with the lane transposes, float16 4096 x 4096 with self
-# transposed, alternating in one process, 8192 against 512 (2048): built for AVX-512
-# 3.18 against 3.40 (3.30) ms; for AVX2 3.66 against 3.86 (3.85), and in another run 3.90
-# against 4.87. The broadcast target there: AVX-512 1.99 against 1.98, AVX2 2.29 against
-# 2.16 and 2.46 against 2.56.
-ROW_PREFETCH_BYTES = 512
-STAGED_ROW_PREFETCH_BYTES = 8192
+# The tiled kernel's rows do not prefetch. They went 512 bytes ahead (8192 made a
+# broadcast target 1.07-1.10x as slow), 8192 where an operand is staged (a transposed self
+# took 0.93-0.95x the time of 512); later, 4096 x 4096 alternating in one process,
+# 10 ms pause before each call, six runs, rate against the contiguous call: a transposed
+# self without prefetch against 8192 built for AVX-512 float16 0.73-0.81 against 0.69-0.72,
+# bfloat16 0.78-0.82 against 0.72-0.75; for AVX2 0.69-0.84 against 0.71-0.80 and 0.73-0.86
+# against 0.77-0.82; a broadcast target against 512 the same built for AVX-512 (-1 to +6 %),
+# -1 to +11 % for AVX2. A prefetch 0 bytes ahead ran as fast as none.
 _PAD = 4 * LANES  # one vector of float32; the pad holds x, y, g, o at 0, 64, 128, 192
 PAD_BYTES = 4 * _PAD  # the `pad` scratch of a row
 
@@ -112,6 +111,7 @@ def _row_block(code: int):
             (_, g_at, _, x_at, _, y_at, _, o_at, vectors, factor, scale, has_grad, mode,
              scaled, streaming, ahead) = args
             ir_step = vectors.type(step_bytes)
+            prefetching = not isinstance(signature.args[-1], types.NoneType)
             loaded, narrowed = row_loader(builder, code), row_narrower(builder, code)
             factor_v, scale_v = broadcast(builder, factor, VF), broadcast(builder, scale, VF)
             one, minus_one = splat(VF, 1.0), splat(VF, -1.0)
@@ -142,7 +142,8 @@ def _row_block(code: int):
                 operands = ((2, x_at), (4, y_at), (0, g_at))[:3 if form[1] else 2]
                 pair_loop(builder, code, vectors, lambda v: result(v, form),
                           lambda v: address(6, o_at, v), streaming,
-                          lambda v: [address(i, at, v) for i, at in operands], ahead)
+                          (lambda v: [address(i, at, v) for i, at in operands])
+                          if prefetching else (), ahead)
 
             def branches(choices, form=()) -> None:
                 """One loop per combination of the run-time choices, picked outside it:
@@ -168,7 +169,8 @@ def _row_block(code: int):
 
         sig = types.none(g, types.intp, x, types.intp, y, types.intp, o, types.intp,
                          types.intp, types.float32, types.float32, types.boolean, types.intp,
-                         types.boolean, types.boolean, types.intp)
+                         types.boolean, types.boolean,
+                         ahead if isinstance(ahead, types.NoneType) else types.intp)
         return sig, codegen
     block.__doc__ = _row_block.__doc__
     return intrinsic(block)
@@ -217,7 +219,8 @@ def smooth_l1_row(code, g, g_at, x, x_at, y, y_at, o, o_at, n, factor, mode, sca
     one dtype (`code`) at byte offsets of the uint8 arrays g, x, y, o; the slope's quotient
     computed as `slope_factor` says (factor, mode). `streaming`: whole vectors are stored
     non-temporally (o_at aligned to 64 bytes; a `store_fence` before the results are used).
-    16-bit rows prefetch their inputs `ahead` bytes ahead of their loads. The last partial
+    16-bit rows prefetch their inputs `ahead` bytes ahead of their loads (None: they do
+    not, decided where the row is compiled). The last partial
     vector goes through `pad` (PAD_BYTES of uint8), so every element is computed by the
     same code."""
     vectors, done, rest = split_row(code, n)
@@ -229,7 +232,7 @@ def smooth_l1_row(code, g, g_at, x, x_at, y, y_at, o, o_at, n, factor, mode, sca
         copy_bytes(pad, _PAD, y, y_at + done, rest)
         copy_bytes(pad, 2 * _PAD, g, g_at + done, rest)
         _vectors(code, pad, 2 * _PAD, pad, 0, pad, _PAD, pad, 3 * _PAD, 1, factor, mode,
-                 scale, has_grad, False, 0)
+                 scale, has_grad, False, None)
         copy_bytes(o, o_at + done, pad, 3 * _PAD, rest)
 
 
