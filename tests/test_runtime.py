@@ -575,3 +575,60 @@ def test_device_heap_overlaps_counts_any_shared_byte():
     finally:
         acl.rt.free(ptr)
     assert not device_heap.overlaps(ptr, 64)
+
+
+def test_a_freed_large_device_allocation_is_reused_by_the_next_of_its_size():
+    """A workspace allocated and freed around every call costs no mmap / munmap after the
+    first: the freed buffer is kept and handed out again; tensors made over the freed
+    allocation stay dead."""
+    from aclnn.acl._memory import SPARE_MIN, device_heap
+
+    size = SPARE_MIN + 4096
+    first = malloc(size)
+    buffer = device_heap.find(first).buffer
+    tensor = aclnn.aclCreateTensor([4], aclnn.ACL_FLOAT, [1], 0, aclnn.ACL_FORMAT_ND, [4], first)
+    assert acl.rt.free(first) == 0
+    again = malloc(size)
+    try:
+        assert again == first and device_heap.find(again).buffer is buffer
+        assert not tensor.is_live()
+        host = np.arange(size, dtype=np.uint64).astype(np.uint8)
+        assert acl.rt.memcpy(again, size, acl.util.numpy_to_ptr(host), size, H2D) == 0
+        back = np.empty(size, np.uint8)
+        assert acl.rt.memcpy(acl.util.numpy_to_ptr(back), size, again, size, D2H) == 0
+        assert np.array_equal(back, host)
+    finally:
+        assert acl.rt.free(again) == 0
+        aclnn.aclDestroyTensor(tensor)
+
+
+def test_spare_buffers_are_bounded_and_let_go():
+    """Kept: freed allocations from SPARE_MIN bytes, up to the heap's limit in all; a large
+    allocation of another size lets them all go, as does releasing everything (acl's
+    finalize); small ones are never kept, nor host allocations."""
+    from aclnn.acl import _memory
+
+    quarter = 2 * _memory.SPARE_MIN
+    heap = _memory._Heap(spare_limit=3 * quarter)
+
+    def spare_bytes():
+        assert heap._spare_bytes == sum(size * len(kept) for size, kept in heap._spares.items())
+        return heap._spare_bytes
+
+    heap.release(heap.allocate(_memory.SPARE_MIN - 64).addr)
+    assert spare_bytes() == 0
+    regions = [heap.allocate(quarter) for _ in range(4)]  # only three fit under the limit
+    for region in regions:
+        heap.release(region.addr)
+    assert spare_bytes() == 3 * quarter
+    reused = heap.allocate(quarter)
+    assert reused.addr in {r.addr for r in regions[:3]} and spare_bytes() == 2 * quarter
+    other = heap.allocate(_memory.SPARE_MIN)  # a size none matches
+    assert spare_bytes() == 0
+    heap.release(other.addr)
+    assert spare_bytes() == _memory.SPARE_MIN
+    heap.release_all()
+    assert spare_bytes() == 0 and not heap._regions
+    host, ret = acl.rt.malloc_host(_memory.SPARE_MIN)
+    assert ret == 0 and acl.rt.free_host(host) == 0
+    assert not _memory.host_heap._spares
