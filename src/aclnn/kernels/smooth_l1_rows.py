@@ -84,8 +84,8 @@ FLAT_PREFETCH_BYTES_BF16 = 2048 if LINE_VECTORS else 8192
 # 10 ms pause before each call, six runs, rate against the contiguous call: a transposed
 # self without prefetch against 8192 built for AVX-512 float16 0.73-0.81 against 0.69-0.72,
 # bfloat16 0.78-0.82 against 0.72-0.75; for AVX2 0.69-0.84 against 0.71-0.80 and 0.73-0.86
-# against 0.77-0.82; a broadcast target against 512 the same built for AVX-512 (-1 to +6 %),
-# -1 to +11 % for AVX2. A prefetch 0 bytes ahead ran as fast as none.
+# against 0.77-0.82; a broadcast target without prefetch against 512: -1 to +6 % built for
+# AVX-512, -1 to +11 % for AVX2. A prefetch 0 bytes ahead ran as fast as none.
 _PAD = 4 * LANES  # one vector of float32; the pad holds x, y, g, o at 0, 64, 128, 192
 PAD_BYTES = 4 * _PAD  # the `pad` scratch of a row
 
@@ -220,9 +220,8 @@ def smooth_l1_row(code, g, g_at, x, x_at, y, y_at, o, o_at, n, factor, mode, sca
     computed as `slope_factor` says (factor, mode). `streaming`: whole vectors are stored
     non-temporally (o_at aligned to 64 bytes; a `store_fence` before the results are used).
     16-bit rows prefetch their inputs `ahead` bytes ahead of their loads (None: they do
-    not, decided where the row is compiled). The last partial
-    vector goes through `pad` (PAD_BYTES of uint8), so every element is computed by the
-    same code."""
+    not, decided where the row is compiled). The last partial vector goes through `pad`
+    (PAD_BYTES of uint8), so every element is computed by the same code."""
     vectors, done, rest = split_row(code, n)
     _vectors(code, g, g_at, x, x_at, y, y_at, o, o_at, vectors, factor, mode, scale,
              has_grad, streaming, ahead)
