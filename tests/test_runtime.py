@@ -611,9 +611,7 @@ def test_spare_buffers_are_bounded_and_let_go():
     quarter = 2 * _memory.SPARE_MIN
     heap = _memory._Heap(spare_limit=3 * quarter)
 
-    def spare_bytes():
-        assert heap._spare_bytes == sum(size * len(kept) for size, kept in heap._spares.items())
-        return heap._spare_bytes
+    spare_bytes = heap.spare_bytes
 
     heap.release(heap.allocate(_memory.SPARE_MIN - 64).addr)
     assert spare_bytes() == 0

@@ -147,7 +147,6 @@ class _Heap:
         self._regions: dict[int, Region] = {}
         self._spare_limit = spare_limit
         self._spares: dict[int, list[np.ndarray]] = {}  # size -> freed buffers of that size
-        self._spare_bytes = 0
 
     def allocate(self, size: int) -> Region:
         """A new region of `size` bytes; MemoryError beyond the budget or the machine. A
@@ -169,15 +168,15 @@ class _Heap:
         with self._lock:
             kept = self._spares.get(size)
             if kept:
-                self._spare_bytes -= size
                 return kept.pop()
             if size >= SPARE_MIN:
-                self._drop_spares()
+                self._spares.clear()
         return None
 
-    def _drop_spares(self) -> None:
-        self._spares.clear()
-        self._spare_bytes = 0
+    def spare_bytes(self) -> int:
+        """The bytes of the spare buffers kept (the caller holds the lock, or reads a
+        snapshot)."""
+        return sum(size * len(kept) for size, kept in self._spares.items())
 
     def release(self, addr: int) -> Region | None:
         """Free the region at `addr` (None if there is none): marked dead, so that nothing
@@ -187,9 +186,8 @@ class _Heap:
             if region is None:
                 return None
             self._starts.pop(bisect.bisect_left(self._starts, addr))
-            if SPARE_MIN <= region.size <= self._spare_limit - self._spare_bytes:
+            if SPARE_MIN <= region.size <= self._spare_limit - self.spare_bytes():
                 self._spares.setdefault(region.size, []).append(region.buffer)
-                self._spare_bytes += region.size
         region.alive = False
         region.buffer = None
         budget.give_back(region.size)
@@ -222,7 +220,7 @@ class _Heap:
         for addr in addrs:
             self.release(addr)
         with self._lock:
-            self._drop_spares()
+            self._spares.clear()
 
 
 def _bytes_of(array: np.ndarray) -> np.ndarray:
