@@ -2,13 +2,19 @@
 
 Every lane of every vector goes through the same operations, whatever its value: no
 segment tables, no fallback for wide inputs, no ISA-specific instructions (generic LLVM
-vector IR, 32 lanes at a time, which LLVM splits into AVX2, AVX-512 or NEON registers). The
-cost per 8 lanes (one AVX2 register) is 31 vector operations for the erf form, 17 of them
-multiplies and FMAs, and about fifty for the tanh form. The erf form is bound by the FMA
-units and what else they take (adds, blends): each FMA fewer made it about 4 % faster, so
-its polynomials are no longer than SPEC §10's bar needs, and x**2 and 2 ln2 are rounded
-once, not carried in two parts (15 % faster on AVX2 than degrees 6 and 8 with both carried,
-which kept it within 4.1 ULP into the tail).
+vector IR, 32 lanes at a time, which LLVM splits into AVX2, AVX-512 or NEON registers).
+The cost per 8 lanes (one AVX2 register) is 31 vector operations for the erf form, 17 of
+them multiplies and FMAs, and about fifty for the tanh form. The erf form is bound by the
+FMA units and what else they take (adds, blends): each FMA fewer made it about 4 % faster,
+so its polynomials are no longer than SPEC §10's bar needs, and x**2 and 2 ln2 are rounded
+once, not carried in two parts (15 % faster on AVX2 than degrees 6 and 8 with both
+carried, which kept it within 4.1 ULP into the tail). No fit found with fewer: V (below)
+of degree 4 uses at least 0.68 of the bar's allowance (at a t scale of 0.391; 0.7-7.7 of
+it at others from 0.29 to 0.5), too much for the 4 ULP and the 2**-16 relative error into
+the tail that the 16-bit results keep (see the tests); e**r of degree 4 has a relative
+error of 2.8e-6 (the bar allows about 1e-6 near 0); V as a ratio of polynomials in a needs
+degrees 3 and 3 (0.056 of the allowance) or 4 and 2 (0.8), as many FMAs as now (3 and 2
+use 2.2 times it).
 
 Both forms reduce to an exponential e**(-z/2) of z = a**2 (erf) or 4|u| (tanh), taken as
 exact for z <= 260 (the tanh form clamps its input where the result is already exactly 0

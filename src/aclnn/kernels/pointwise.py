@@ -426,6 +426,12 @@ def _tile_shape(shape, strides, row_bytes: int, threads: int) -> tuple[int, int]
     for ahead (0.27), and a staged tile laid out block column by block column, so that its
     stores run in order (alternating in one process: float16 0.68-0.74 against 0.69-0.70,
     float32 0.70-0.77 against 0.74-0.77). 4 MiB tiles again: 0.68-0.69 against 0.66-0.68.
+    No faster either (float16, alternating in one process, 10 ms pause before each call):
+    1 MiB tiles of 2048 columns, alone or with the rows' inputs prefetched non-temporally
+    so that the staged tile might stay in L2 (0.63-0.64 against 0.72-0.75); staging 512 KiB
+    or 1 MiB tiles from a run of 512 or 1024 bytes along each of self's rows read ahead
+    into the caches for two to eight of them (0.50-0.70 against 0.63-0.74); every operand
+    in 2 MiB pages (1.00-1.04x the time).
 
     Staged tiles are cut shorter where there would be fewer of them than `threads` (each
     tile is one thread's work): 1024 x 1024 float16 with self transposed, one tile of
