@@ -173,10 +173,11 @@ def test_limit_zero_turns_the_cache_off(sl1, plans, fresh_cache):
 
 
 def test_arguments_without_a_key_are_not_cached(sl1, plans, fresh_cache):
-    """A NumPy scalar beta is accepted but not cached; -0.0 and 0.0 are different calls."""
-    for beta in (np.float64(1.0), np.float64(1.0), 0.0, -0.0, 0.0):
+    """A NumPy scalar beta is accepted but not cached; -0.0 and 0.0 are different calls, and
+    so are 1 and 1.0 (equal values of other types)."""
+    for beta in (np.float64(1.0), np.float64(1.0), 0.0, -0.0, 0.0, 1, 1.0, 1):
         check_accepted(SL1(*_args(sl1, beta)))
-    assert len(plans) == 4 and len(fresh_cache) == 2
+    assert len(plans) == 6 and len(fresh_cache) == 4
 
 
 @pytest.mark.parametrize("text, limit", [("5", 5), ("0", 0), ("10000000", 10_000_000),

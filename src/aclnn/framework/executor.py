@@ -8,11 +8,11 @@ lives until `aclDestroyAclOpExecutor`.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import operator
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 
 from ..acl import _memory
 from ..acl._errmsg import set_recent_error
@@ -32,13 +32,25 @@ from .status import (
 _consume_lock = threading.Lock()
 
 
-@dataclass
+@dataclasses.dataclass(slots=True)
 class Plan:
-    """What phase 2 will run: `steps` in order; `tensors` must still be live when it runs."""
+    """What phase 2 will run: `steps` in order; `tensors` must still be live when it runs;
+    `op` names the operator in errors (set by `workspace_api`). Calling the plan runs it:
+    it is the task a stream queues."""
 
-    steps: list[Callable[[], None]] = field(default_factory=list)
+    steps: list[Callable[[], None]] = dataclasses.field(default_factory=list)
     tensors: Sequence[aclTensor] = ()
     workspace_size: int = 0
+    op: str = ""
+
+    def __call__(self) -> None:
+        for tensor in self.tensors:
+            if not tensor.is_live():
+                raise TaskError(ACLNN_ERR_RUNTIME_ERROR,
+                                f"{self.op}: a tensor of the plan was destroyed or its memory "
+                                f"freed before the queued work ran: {tensor!r}.")
+        for step in self.steps:
+            step()
 
 
 class aclOpExecutor:  # noqa: N801 - the CANN name
@@ -130,18 +142,6 @@ def _positive(value) -> bool:
         return False
 
 
-def _runner(op: str, plan: Plan) -> Callable[[], None]:
-    def run() -> None:
-        for tensor in plan.tensors:
-            if not tensor.is_live():
-                raise TaskError(ACLNN_ERR_RUNTIME_ERROR,
-                                f"{op}: a tensor of the plan was destroyed or its memory freed "
-                                f"before the queued work ran: {tensor!r}.")
-        for step in plan.steps:
-            step()
-    return run
-
-
 def execute(op: str, workspace, workspace_size, executor, stream) -> int:
     """Phase 2 of operator `op`: check, then enqueue the executor's plan on `stream`."""
     status = _usable_executor(op, executor)
@@ -154,7 +154,7 @@ def execute(op: str, workspace, workspace_size, executor, stream) -> int:
     if plan is None:  # spent or destroyed by another thread since the check above
         return _fail(ACLNN_ERR_PARAM_INVALID,
                      f"{op}: executor has already run or was destroyed, got {executor!r}.")
-    if library_contract() and workspace is None and _positive(workspace_size):
+    if workspace is None and _positive(workspace_size) and library_contract():
         # the library's CommonOpExecutorRun: 161001, and it deletes the executor
         executor.destroyed, executor.plan = True, None
         return _fail(ACLNN_ERR_PARAM_NULLPTR,
@@ -171,13 +171,16 @@ def execute(op: str, workspace, workspace_size, executor, stream) -> int:
     queue = streams.get(stream)
     if queue is None:
         return _fail(ACLNN_ERR_PARAM_INVALID, f"{op}: stream {stream!r} is not a live stream.")
-    with _consume_lock:  # two threads racing on one run-once executor: only one runs it
+    _consume_lock.acquire()  # two threads racing on one run-once executor: only one runs it
+    try:
         status = _usable_executor(op, executor)
         executor.consumed = status == ACLNN_SUCCESS or executor.consumed
+    finally:
+        _consume_lock.release()
     if status != ACLNN_SUCCESS:
         return status
     if plan.steps:
-        queue.enqueue(_runner(op, plan))
+        queue.enqueue(plan)
     if not executor.repeatable:
         executor.plan = None  # spent: the plan lives on in the queue only, until it runs
     return ACLNN_SUCCESS
@@ -198,10 +201,11 @@ def workspace_api(op: str):
             cached = cache.lookup(key, args) if key is not None else None
             if cached is not None:
                 steps, workspace_size, tensors = cached
-                plan = Plan(list(steps), tensors, workspace_size)
+                plan = Plan(list(steps), tensors, workspace_size, op)
                 return workspace_size, aclOpExecutor(op, plan), ACLNN_SUCCESS
             try:
                 plan = plan_fn(*args)
+                plan.op = op
             except AclnnError as exc:
                 set_recent_error(exc.message)
                 return 0, None, exc.status
