@@ -268,9 +268,12 @@ def test_threads_with_own_and_shared_streams_match_single_threaded_bits():
             results[t] = run_batches(specs[t], stream_of[t], np.random.default_rng(t))
         return fn
 
+    # the single-threaded run first: it compiles (or loads) every kernel the threads use, so
+    # the watchdog times only the concurrent calls (a cold Numba cache took longer than
+    # WATCHDOG_S to compile them on a 2 GHz Zen 1, which read as a deadlock)
+    expected = reference([s for per_thread in specs for s in per_thread])
     try:
         run_threads([worker(t) for t in range(len(stream_of))], WATCHDOG_S)
-        expected = reference([s for per_thread in specs for s in per_thread])
         for t, per_thread in enumerate(specs):
             assert len(results[t]) == len(per_thread)
             for spec in per_thread:
@@ -318,6 +321,7 @@ def test_many_threads_on_the_default_stream_and_memcpy_traffic():
         except BaseException as exc:  # reported by the main thread
             copy_thread_errors.append(exc)
 
+    expected = reference([s for per_thread in specs for s in per_thread])  # compiles first
     copy_thread = threading.Thread(target=copy_body, daemon=True)
     copy_thread.start()
     try:
@@ -327,7 +331,6 @@ def test_many_threads_on_the_default_stream_and_memcpy_traffic():
         copy_thread.join(timeout=30)
     assert not copy_thread.is_alive(), "memcpy thread hung"
     assert not copy_thread_errors, copy_thread_errors
-    expected = reference([s for per_thread in specs for s in per_thread])
     for t, per_thread in enumerate(specs):
         for spec in per_thread:
             assert results[t][spec.key] == expected[spec.key], (t, spec)

@@ -107,6 +107,8 @@ class PlanCache:
             self._entries[key] = entry  # most recently used last
         finally:
             lock.release()
+        # `aclTensor.is_live` written out, and the plan's tensors taken by `_picker`
+        # (itemgetter): 1.5 us less a call than is_live and map(args.__getitem__, ...)
         for position, ref in entry.tensors:
             arg = args[position]
             if ref() is not arg or arg.destroyed or (
