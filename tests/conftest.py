@@ -17,6 +17,14 @@ settings.register_profile("long", max_examples=2000, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
+def pytest_collection_modifyitems(items):
+    """Tests marked `slow` run first. Each pytest-xdist worker takes a contiguous part of
+    the collection and an idle one takes tests from the end of another's: slow tests at
+    the front run while the other worker goes through the quick ones, instead of one of
+    them being the last to finish with the other worker idle."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def runtime():
     """Initialise the runtime and set device 0 for the whole session."""

@@ -7,10 +7,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 TEST_ONLY = ("torch", "pytest", "hypothesis", "mpmath", "ruff")
 
 
+@pytest.mark.slow
 def test_make_demo_in_a_fresh_venv_installs_no_test_extras(tmp_path):
     venv = tmp_path / "venv"
     done = subprocess.run(["make", "-s", "demo", f"VENV={venv}", f"PYTHON={sys.executable}"],

@@ -15,6 +15,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
+import pytest
+
 import aclnn
 
 CALLS = """
@@ -34,7 +37,8 @@ for dtype in (np.float32, np.float16):
         aclnn.l1_loss_backward(x, self_, x, reduction="mean")
         aclnn.gelu_backward(x, self_, approximate="tanh")
     aclnn.avg_pool2d_backward(x[None, None, :32, :32], x[None, None], 3, 2, 1)
-
+"""
+REPORT = """
 report = {}
 for module in (bits, gelu_rows, lanes, pointwise, pool, smooth_l1_rows, typed):
     for name, value in vars(module).items():
@@ -47,13 +51,14 @@ print(json.dumps(report))
 
 def _report() -> dict[str, list[int]]:
     """{kernel: [signatures compiled, signatures loaded from the cache]} of a fresh process."""
-    done = subprocess.run([sys.executable, "-c", CALLS], check=True, capture_output=True,
-                          text=True, timeout=600)
+    done = subprocess.run([sys.executable, "-c", CALLS + REPORT], check=True,
+                          capture_output=True, text=True, timeout=600)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_a_second_process_loads_every_kernel_from_the_cache():
-    _report()  # fills the cache wherever it was cold
+    exec(CALLS, {})  # in this process: fills the cache wherever it was cold
     report = _report()
     used = {name: counts for name, counts in report.items() if sum(counts)}
     assert {"aclnn.kernels.pointwise._tiled_backward", "aclnn.kernels.smooth_l1_rows."
@@ -62,15 +67,14 @@ def test_a_second_process_loads_every_kernel_from_the_cache():
     assert report["aclnn.kernels.pointwise._tiled_backward"][1] == 2  # once per operator
 
 
-GELU_BOTH_WAYS = """
-import json
-import numpy as np
-import aclnn
+GELU_CALLS = """
 x = np.linspace(-3, 3, 64 * 64, dtype=np.float32).reshape(64, 64)
-contiguous = aclnn.gelu_backward(np.ones_like(x), x, approximate="tanh")
-strided = aclnn.gelu_backward(np.ones_like(x), x.T.copy().T, approximate="tanh")
-print(json.dumps([np.asarray(r, np.float64).ravel().tolist() for r in (contiguous, strided)]))
+results = [aclnn.gelu_backward(np.ones_like(x), x, approximate="tanh"),
+           aclnn.gelu_backward(np.ones_like(x), x.T.copy().T, approximate="tanh")]
+results = [np.asarray(r, np.float64).ravel().tolist() for r in results]
 """
+GELU_BOTH_WAYS = "import json\nimport numpy as np\nimport aclnn\n" + GELU_CALLS + \
+    "print(json.dumps(results))\n"
 
 
 def _gelu_both_ways(package_parent) -> tuple[list, list]:
@@ -84,15 +88,20 @@ def _gelu_both_ways(package_parent) -> tuple[list, list]:
     return contiguous, strided
 
 
+@pytest.mark.slow
 def test_a_change_to_a_module_recompiles_the_kernels_that_compile_it_in(tmp_path):
     """The tiled kernel (pointwise.py) compiles gelu_rows' rows into itself: after a change
     to gelu_rows.py alone, a new process recompiles it too, instead of running the old rows
-    from the cache (Numba's own stamp covers only the function's file)."""
+    from the cache (Numba's own stamp covers only the function's file). The copy of the
+    package starts with its cache, which the same calls in this process have just filled:
+    the first process loads both kernels from it (compiling them took half of this test's
+    two minutes on a 2 GHz Zen 1) and the second must not."""
+    here = {"np": np, "aclnn": aclnn}
+    exec(GELU_CALLS, here)
     copy = tmp_path / "aclnn"
-    shutil.copytree(Path(aclnn.__file__).parent, copy,
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(Path(aclnn.__file__).parent, copy)  # modification times kept
     before = _gelu_both_ways(tmp_path)
-    assert before[0] == before[1]
+    assert list(before) == here["results"] and before[0] == before[1]
     rows = copy / "kernels" / "gelu_rows.py"
     text = rows.read_text()
     assert "_W = (f(2 * _K), f(6 * _K * _C))" in text

@@ -283,6 +283,7 @@ def _tiled_f16_asm() -> str:
     return kernel.inspect_asm(kernel.signatures[0])
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"),
                     reason="the instructions checked are x86's")
 def test_staging_asks_for_the_next_block_column():
@@ -291,6 +292,7 @@ def test_staging_asks_for_the_next_block_column():
     assert len(re.findall(r"\tprefetchnta\t", _tiled_f16_asm())) >= 16
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"),
                     reason="the instructions checked are x86's")
 def test_tiled_16bit_rows_do_not_prefetch():

@@ -99,6 +99,7 @@ def _pool_kernel_asm() -> str:
     return kernel.inspect_asm(kernel.signatures[0])
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not X86, reason="the instructions checked are x86's")
 @pytest.mark.parametrize("line_vectors", [True, False])
 def test_pool_kernel_streams_f16_rows(monkeypatch, line_vectors):

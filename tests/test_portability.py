@@ -75,25 +75,35 @@ _CALLS = textwrap.dedent("""
         }
         for op, value in calls.items():
             results[f"{name}/{op}"] = np.asarray(value, np.float64).tolist()
-    json.dump(results, sys.stdout)
 """)
+_PRINT_CALLS = _CALLS + "json.dump(results, sys.stdout)\n"
 
 
 def _run_calls(env_extra: dict) -> dict:
+    """The results of _CALLS in a new process with `env_extra` in its environment."""
     env = {**os.environ, **env_extra}
-    done = subprocess.run([sys.executable, "-c", _CALLS], capture_output=True, text=True,
-                          env=env, timeout=900)
+    done = subprocess.run([sys.executable, "-c", _PRINT_CALLS], capture_output=True,
+                          text=True, env=env, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout)
 
 
+def _calls_here() -> dict:
+    """The results of _CALLS in this process (this machine's build, the kernels this
+    process has compiled or loaded already)."""
+    namespace = {}
+    exec(_CALLS, namespace)
+    return namespace["results"]
+
+
+@pytest.mark.slow
 @pytest.mark.skipif(bits.platform.machine().lower() not in ("x86_64", "amd64"),
                     reason="a baseline x86-64 build needs an x86-64 machine")
 def test_baseline_x86_64_build_gives_the_same_results(tmp_path):
     """Every kernel compiled for SSE2-only x86-64 (no AVX, FMA or F16C) runs, and its
     results equal this machine's within a float32 rounding (FMA contraction may differ)."""
     baseline = _run_calls({**BASELINE, "NUMBA_CACHE_DIR": str(tmp_path / "numba")})
-    native = _run_calls({})  # this machine's build, from the usual cache
+    native = _calls_here()
     assert baseline.pop("f16c") is False and baseline.pop("fma") is False
     native.pop("f16c"), native.pop("fma")
     assert baseline.keys() == native.keys()
@@ -106,6 +116,7 @@ def test_baseline_x86_64_build_gives_the_same_results(tmp_path):
 AARCH64 = "aarch64-unknown-linux-gnu"
 
 
+@pytest.mark.slow
 def test_every_kernel_compiles_for_aarch64_with_neon(tmp_path):
     """Every operator's kernels, as Numba generates their LLVM IR for a CPU of no particular
     features (x86's store fence left out, as it is on AArch64), compile to AArch64 code: no
@@ -113,7 +124,7 @@ def test_every_kernel_compiles_for_aarch64_with_neon(tmp_path):
     vector arithmetic (fmla/fdiv on .4s)."""
     env = {**os.environ, "NUMBA_CPU_NAME": "generic", "NUMBA_CACHE_DIR": str(tmp_path),
            "NUMBA_DUMP_LLVM": "1"}
-    calls = "from aclnn.kernels import bits\nbits._X86 = False\n" + _CALLS
+    calls = "from aclnn.kernels import bits\nbits._X86 = False\n" + _PRINT_CALLS
     done = subprocess.run([sys.executable, "-c", calls], capture_output=True, text=True,
                           env=env, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
