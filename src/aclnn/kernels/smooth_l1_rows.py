@@ -241,7 +241,10 @@ def smooth_l1_flat(g, x, y, o, factor, mode, scale, streaming):
     slope's quotient as (factor, mode) say (see `slope_factor`); g None means a scalar
     gradient already folded into `scale`. The rows are blocks of BLOCK elements, handed out
     in up to RUNS runs. `streaming` (o aligned to 64 bytes): stored
-    non-temporally, each run fenced."""
+    non-temporally, each run fenced. A call of 8 float32 elements took 3.8 us here and 1.9
+    us compiled without `parallel` (2 GHz Zen 1, the omp layer): a serial twin for calls
+    of one block would spare that, at a second compile of each signature (several seconds
+    each, in every process of the suite): not taken."""
     code = element_code(o)
     n = o.size
     xb, yb, ob = x.view(np.uint8), y.view(np.uint8), o.view(np.uint8)
