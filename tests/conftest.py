@@ -17,12 +17,23 @@ settings.register_profile("long", max_examples=2000, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
+def _run_order(item) -> int:
+    """0 for a slow test, 1 for a slow one that compiles this process's kernels too, 2
+    for the rest."""
+    slow = item.get_closest_marker("slow")
+    if slow is None:
+        return 2
+    return 1 if slow.kwargs.get("compiles_here") else 0
+
+
 def pytest_collection_modifyitems(items):
     """Tests marked `slow` run first. Each pytest-xdist worker takes a contiguous part of
     the collection and an idle one takes tests from the end of another's: slow tests at
     the front run while the other worker goes through the quick ones, instead of one of
-    them being the last to finish with the other worker idle."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    them being the last to finish with the other worker idle. Those that compile this
+    process's kernels come last of them: by then the other worker has compiled them into
+    the cache, and they load them instead of compiling them at the same time."""
+    items.sort(key=_run_order)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -56,7 +56,7 @@ def _report() -> dict[str, list[int]]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.slow
+@pytest.mark.slow(compiles_here=True)
 def test_a_second_process_loads_every_kernel_from_the_cache():
     exec(CALLS, {})  # in this process: fills the cache wherever it was cold
     report = _report()
@@ -88,7 +88,7 @@ def _gelu_both_ways(package_parent) -> tuple[list, list]:
     return contiguous, strided
 
 
-@pytest.mark.slow
+@pytest.mark.slow(compiles_here=True)
 def test_a_change_to_a_module_recompiles_the_kernels_that_compile_it_in(tmp_path):
     """The tiled kernel (pointwise.py) compiles gelu_rows' rows into itself: after a change
     to gelu_rows.py alone, a new process recompiles it too, instead of running the old rows

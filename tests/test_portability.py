@@ -96,7 +96,7 @@ def _calls_here() -> dict:
     return namespace["results"]
 
 
-@pytest.mark.slow
+@pytest.mark.slow(compiles_here=True)
 @pytest.mark.skipif(bits.platform.machine().lower() not in ("x86_64", "amd64"),
                     reason="a baseline x86-64 build needs an x86-64 machine")
 def test_baseline_x86_64_build_gives_the_same_results(tmp_path):
