@@ -8,6 +8,8 @@ Every allocation made here carries guard bytes before and after the tensor's sto
 from __future__ import annotations
 
 import importlib.util
+import subprocess
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
@@ -15,6 +17,7 @@ from types import ModuleType
 import ml_dtypes
 import numpy as np
 from numba import njit
+from numba.core.registry import cpu_target
 
 import aclnn
 from aclnn import acl
@@ -337,3 +340,20 @@ def load_script(path) -> ModuleType:
     spec.loader.exec_module(module)
     return module
 
+
+
+def cached_assembly(dispatcher, signature) -> str:
+    """The assembly (objdump's) of the machine code Numba's cache holds for `dispatcher`'s
+    `signature` on this machine: the code this process runs, read without compiling it
+    again (a kernel loaded from the cache keeps no assembly of its own)."""
+    cache = dispatcher._cache
+    key = cache._index_key(signature, cpu_target.target_context.codegen())
+    data = cache._cache_file.load(key)
+    assert data is not None, f"nothing cached for {dispatcher.__name__}{signature}"
+    _, kind, (machine_code, _) = data[0]  # CompileResult._reduce: the library first
+    assert kind == "object"
+    with tempfile.NamedTemporaryFile(suffix=".o") as file:
+        file.write(machine_code)
+        file.flush()
+        return subprocess.run(["objdump", "-d", "--no-show-raw-insn", file.name],
+                              capture_output=True, text=True, check=True).stdout

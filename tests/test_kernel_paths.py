@@ -14,11 +14,11 @@ import re
 import ml_dtypes
 import numpy as np
 import pytest
-from numba import njit
 
 import aclnn
 from aclnn.kernels import pointwise
 from reference import bits, check_output, compute, golden, layout_strides, strided_device
+from support import cached_assembly
 
 DTYPES = [np.float32, np.float16, ml_dtypes.bfloat16]
 ROWS, COLS = 67, 301  # not multiples of any tile size
@@ -262,41 +262,32 @@ ALONG_ROWS, TRANSPOSED = (64, 1), (1, 64)  # element strides, 64 x 64
 
 @functools.cache
 def _tiled_f16_asm() -> str:
-    """The assembly of the tiled kernel compiled for float16 SmoothL1 operands (an uncached
-    copy, so that it can be inspected). Strides, broadcasts and transposes are run-time
-    data (`meta`), so this one code serves every float16 layout: compiled once per process
-    (each compile took 70-80 s on a 2 GHz AMD EPYC)."""
-    tiled = pointwise._tiled_backward
-    options = {k: v for k, v in tiled.targetoptions.items() if k not in ("cache", "nopython")}
-    kernel = njit(**options)(tiled.py_func)
+    """The assembly of the tiled kernel as this process runs it for float16 SmoothL1
+    operands (from the cache). Strides, broadcasts and transposes are run-time data
+    (`meta`), so this one code serves every float16 layout; a copy compiled for the
+    purpose took 70-80 s on a 2 GHz AMD EPYC."""
     side, size = 64, 2
     buffers = [np.zeros(side * side * size, np.uint8) for _ in range(4)]
     operands = [pointwise.StridedOperand(b, pointwise.F16, 0, tuple(size * s for s in t))
                 for b, t in zip(buffers, [ALONG_ROWS, TRANSPOSED, ALONG_ROWS, ALONG_ROWS])]
-    recorded = []
-    original, pointwise._tiled_backward = tiled, lambda *args: recorded.append(args)
-    try:
-        pointwise.smooth_l1_backward((side, side), *operands, 1.0, 1.0)()
-    finally:
-        pointwise._tiled_backward = original
-    kernel(*recorded[0])
-    return kernel.inspect_asm(kernel.signatures[0])
+    pointwise.smooth_l1_backward((side, side), *operands, 1.0, 1.0)()
+    tiled = pointwise._tiled_backward
+    signature = next(s for s in tiled.signatures if len(s[5]) == 3)  # SmoothL1's params
+    return cached_assembly(tiled, signature)
 
 
-@pytest.mark.slow
 @pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"),
                     reason="the instructions checked are x86's")
 def test_staging_asks_for_the_next_block_column():
     """Staging a transposed operand prefetches, non-temporally, the 16 lines the next block
     column reads."""
-    assert len(re.findall(r"\tprefetchnta\t", _tiled_f16_asm())) >= 16
+    assert len(re.findall(r"\tprefetchnta\s", _tiled_f16_asm())) >= 16
 
 
-@pytest.mark.slow
 @pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"),
                     reason="the instructions checked are x86's")
 def test_tiled_16bit_rows_do_not_prefetch():
     """The tiled kernel's 16-bit SmoothL1 rows - of a transposed self, a broadcast target,
     any layout: one compiled code - make no prefetch of their own (the contiguous
     kernel's do, with prefetcht0: see test_smooth_l1_rows)."""
-    assert not re.search(r"\tprefetcht0\t", _tiled_f16_asm())
+    assert not re.search(r"\tprefetcht0\s", _tiled_f16_asm())
