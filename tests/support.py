@@ -341,7 +341,6 @@ def load_script(path) -> ModuleType:
     return module
 
 
-
 def cached_assembly(dispatcher, signature) -> str:
     """The assembly (objdump's) of the machine code Numba's cache holds for `dispatcher`'s
     `signature` on this machine: the code this process runs, read without compiling it
