@@ -163,6 +163,27 @@ def test_spent_executor_drops_its_plan_and_a_racing_phase2_fails_cleanly(case, s
 
 
 @pytest.mark.parametrize("case", OPS, indirect=True)
+def test_phase2_that_loses_the_race_to_consume_fails_cleanly(case, stream, monkeypatch):
+    """Another thread runs a run-once executor while this one waits for the consume lock,
+    after this one's checks passed: this one fails with 161002 and queues nothing."""
+    from aclnn.framework import executor as executor_module
+
+    ws, executor = case.plan()
+
+    class RacingLock:
+        def acquire(self) -> None:
+            executor.consumed = True  # what the other thread did in the meantime
+
+        def release(self) -> None:
+            pass
+
+    monkeypatch.setattr(executor_module, "_consume_lock", RacingLock())
+    assert case.phase2(None, ws, executor, stream) == aclnn.ACLNN_ERR_PARAM_INVALID
+    assert "already run" in aclnn.aclGetRecentErrMsg()
+    assert acl.rt.synchronize_stream(stream) == 0
+
+
+@pytest.mark.parametrize("case", OPS, indirect=True)
 def test_phase2_twice_without_synchronize_in_between(case, stream):
     ws, executor = case.plan()
     assert case.phase2(None, ws, executor, stream) == 0

@@ -100,6 +100,7 @@ def test_executors_from_the_cache_are_independent(sl1):
 def test_destroyed_tensor_fails_as_without_the_cache(sl1):
     check_accepted(SL1(*_args(sl1)))
     assert aclnn.aclDestroyTensor(sl1[1].tensor) == 0
+    assert _answer(SL1, *_args(sl1))[0] == aclnn.ACLNN_ERR_PARAM_INVALID  # and again:
     cached, uncached = _cached_and_uncached(SL1, *_args(sl1))
     assert cached == uncached
     assert cached[0] == aclnn.ACLNN_ERR_PARAM_INVALID and "destroyed" in cached[1]
@@ -238,3 +239,120 @@ def test_functional_calls_are_not_cached(monkeypatch, fresh_cache):
     for _ in range(2):
         aclnn.smooth_l1_loss_backward(g, x, y)
     assert stored == [] and len(fresh_cache) == 0
+
+
+# --- a call repeated with the very same objects (PlanCache.repeat) ---------------------
+
+L1 = aclnn.aclnnL1LossBackwardGetWorkspaceSize
+builtin_id = id  # the real one, where a test gives plan_cache a fake
+
+
+def test_a_repeated_call_builds_no_key(sl1, plans, fresh_cache, monkeypatch):
+    """A call with the last call's objects, or with an equal float scalar of another object
+    (as the C API passes them), is recognised without a key; a scalar of another type, and
+    a zero float of another object (-0.0 == 0.0), are looked up by their key."""
+    keys = []
+    original = fresh_cache.key
+    monkeypatch.setattr(fresh_cache, "key", lambda *a: keys.append(a) or original(*a))
+    args = _args(sl1)
+    for _ in range(3):
+        assert run_two_phase(SL1, SL1_RUN, *args) == 0
+    assert len(keys) == 1 and len(plans) == 1
+    np.testing.assert_allclose(sl1[3].view(), _expected(1.0), rtol=1e-6)
+    beta = float("1.0")  # equal, another object
+    assert beta is not args[4]
+    assert run_two_phase(SL1, SL1_RUN, *_args(sl1, beta)) == 0
+    assert len(keys) == 1 and len(plans) == 1
+    check_accepted(SL1(*_args(sl1, 1)))  # an int: another call
+    assert len(keys) == 2 and len(plans) == 2
+    for zero, new_plans in ((0.0, 3), (float("-0.0"), 4), (float("0.0"), 4)):
+        check_accepted(SL1(*_args(sl1, zero)))
+        assert len(plans) == new_plans
+    assert len(keys) == 5
+
+
+def test_equal_scalars_with_another_tensor_are_another_call(sl1):
+    """Scalars matched by value, tensors by identity: another self tensor is planned for."""
+    g, x, y, out = sl1
+    assert run_two_phase(SL1, SL1_RUN, *_args(sl1, float("1.0"))) == 0
+    assert run_two_phase(SL1, SL1_RUN, g.tensor, g.tensor, y.tensor, 0, float("1.0"),
+                         out.tensor) == 0
+    np.testing.assert_allclose(out.view(), 2.0 * np.full(6, -0.5), rtol=1e-6)  # d = 2 - 2.5
+
+
+def test_a_tensor_in_a_collected_tensors_place_is_not_taken_for_it(sl1, fresh_cache,
+                                                                   monkeypatch):
+    """A tensor object whose identity a collected one had (made to happen here by a fake
+    `id`) gets its own plan: the result is computed from its own memory."""
+    g, x, y, out = sl1
+    fake = {}
+    monkeypatch.setattr(plan_cache, "id", lambda obj: fake.get(builtin_id(obj), builtin_id(obj)),
+                        raising=False)
+    old = aclnn.aclCreateTensor([6], aclnn.ACL_FLOAT, [1], 0, aclnn.ACL_FORMAT_ND, [6],
+                                x.tensor.addr)
+    assert run_two_phase(SL1, SL1_RUN, g.tensor, old, y.tensor, 0, 1.0, out.tensor) == 0
+    old_id = builtin_id(old)
+    del old
+    gc.collect()
+    new = aclnn.aclCreateTensor([6], aclnn.ACL_FLOAT, [1], 0, aclnn.ACL_FORMAT_ND, [6],
+                                g.tensor.addr)
+    fake[builtin_id(new)] = old_id
+    assert run_two_phase(SL1, SL1_RUN, g.tensor, new, y.tensor, 0, 1.0, out.tensor) == 0
+    np.testing.assert_allclose(out.view(), 2.0 * np.full(6, -0.5), rtol=1e-6)  # d = 2 - 2.5
+
+
+def test_reassigned_int_array_values_are_another_call(monkeypatch):
+    """An int array whose values were replaced since the last call plans again."""
+    from aclnn.kernels import pool
+
+    built = []
+    original = pool.AvgPool2dBackwardLaunch
+    monkeypatch.setattr(pool, "AvgPool2dBackwardLaunch",
+                        lambda *a: built.append(a) or original(*a))
+    grad = to_device(np.ones((1, 1, 2, 2), np.float32), fmt=aclnn.ACL_FORMAT_NCHW)
+    x = to_device(np.zeros((1, 1, 4, 4), np.float32), fmt=aclnn.ACL_FORMAT_NCHW)
+    out = to_device(np.zeros((1, 1, 4, 4), np.float32), fmt=aclnn.ACL_FORMAT_NCHW)
+    k, s, p = (aclnn.aclCreateIntArray(v) for v in ([2, 2], [2, 2], [0, 0]))
+    args = (grad.tensor, x.tensor, k, s, p, False, True, 0, 0, out.tensor)
+    try:
+        for _ in range(2):
+            check_accepted(POOL(*args))
+        assert len(built) == 1
+        k.values, p.values = (3, 3), (1, 1)  # the same pooled shape
+        check_accepted(POOL(*args))
+        assert len(built) == 2
+    finally:
+        for a in (k, s, p):
+            aclnn.aclDestroyIntArray(a)
+        for t in (grad, x, out):
+            t.free()
+
+
+def test_a_contract_switch_is_not_a_repeat(sl1, fresh_cache):
+    args = _args(sl1)
+    check_accepted(SL1(*args))
+    assert fresh_cache.repeat("aclnnSmoothL1LossBackward", args) is not None
+    contract = acl.get_contract()
+    acl.set_contract("documented" if contract == "library" else "library")
+    try:
+        assert fresh_cache.repeat("aclnnSmoothL1LossBackward", args) is None
+    finally:
+        acl.set_contract(contract)
+    assert fresh_cache.repeat("aclnnSmoothL1LossBackward", args) is not None
+
+
+def test_a_repeat_is_the_most_recently_used(sl1, plans, fresh_cache):
+    """A repeated call counts as used: with a limit of 2, the entry dropped for a third
+    call is the other operator's, used after it but not since."""
+    plan_cache.configure(2)
+    g, x, y, out = sl1
+    sl1_args = _args(sl1)
+    check_accepted(SL1(*sl1_args))
+    check_accepted(L1(g.tensor, x.tensor, y.tensor, 0, out.tensor))
+    check_accepted(SL1(*sl1_args))  # a repeat, not the newest entry
+    check_accepted(SL1(*_args(sl1, 2.0)))  # a third entry: L1's goes
+    assert len(fresh_cache) == 2 and len(plans) == 3  # (L1 plans through SmoothL1's kernel)
+    check_accepted(SL1(*sl1_args))
+    assert len(plans) == 3
+    check_accepted(L1(g.tensor, x.tensor, y.tensor, 0, out.tensor))
+    assert len(plans) == 4

@@ -9,7 +9,7 @@ step can read or write outside memory the runtime owns.
 from __future__ import annotations
 
 import operator
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -240,6 +240,11 @@ def tensor_over_array(array: np.ndarray, fmt: int = aclFormat.ACL_FORMAT_ND) -> 
                      region.addr, region)
 
 
+# Called with each object destroyed, after it is marked so: the aclnn plan cache forgets
+# the calls it recognises by their objects' identities alone (see `plan_cache.repeat`).
+destroy_listeners: list[Callable[[object], None]] = []
+
+
 def _destroy(kind, name: str, obj) -> int:
     if obj is None:
         return ACLNN_SUCCESS
@@ -250,6 +255,8 @@ def _destroy(kind, name: str, obj) -> int:
         set_recent_error(f"{name}: {obj!r} was already destroyed")
         return ACLNN_ERR_PARAM_INVALID
     obj.destroyed = True
+    for listener in destroy_listeners:
+        listener(obj)
     return ACLNN_SUCCESS
 
 

@@ -64,7 +64,13 @@ class Stream:
         try:
             while tasks and tasks[0][0] <= last:
                 ticket, task = tasks.popleft()
-                self._run(ticket, task)
+                try:
+                    task()
+                except TaskError as exc:
+                    self._errors.append((ticket, exc.status, exc.message))
+                except Exception as exc:  # a failing kernel must become a status, not a crash
+                    self._errors.append((ticket, ACL_ERROR_RT_INTERNAL_ERROR,
+                                         f"task failed: {type(exc).__name__}: {exc}"))
             first = None
             while errors and errors[0][0] <= last:
                 error = errors.popleft()
@@ -72,15 +78,6 @@ class Stream:
         finally:
             drain.release()
         return (first[1], first[2]) if first else (ACL_SUCCESS, "")
-
-    def _run(self, ticket: int, task: Callable[[], None]) -> None:
-        try:
-            task()
-        except TaskError as exc:
-            self._errors.append((ticket, exc.status, exc.message))
-        except Exception as exc:  # a failing kernel must become a status, never a crash
-            self._errors.append((ticket, ACL_ERROR_RT_INTERNAL_ERROR,
-                                 f"task failed: {type(exc).__name__}: {exc}"))
 
 
 class StreamTable:

@@ -266,7 +266,7 @@ def synchronize_stream(stream) -> int:
 
     >>> ret = acl.rt.synchronize_stream(stream)
     """
-    found = streams.get(stream)
+    found = streams.default if stream is None else streams.get(stream)
     if found is None:
         return _fail(c.ACL_ERROR_RT_PARAM_INVALID,
                      f"synchronize_stream: {stream!r} is not a live stream")

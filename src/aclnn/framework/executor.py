@@ -44,8 +44,9 @@ class Plan:
     op: str = ""
 
     def __call__(self) -> None:
-        for tensor in self.tensors:
-            if not tensor.is_live():
+        for tensor in self.tensors:  # `aclTensor.is_live` written out: the hot path
+            region = tensor.region
+            if tensor.destroyed or (region is not None and not region.alive):
                 raise TaskError(ACLNN_ERR_RUNTIME_ERROR,
                                 f"{self.op}: a tensor of the plan was destroyed or its memory "
                                 f"freed before the queued work ran: {tensor!r}.")
@@ -142,50 +143,6 @@ def _positive(value) -> bool:
         return False
 
 
-def execute(op: str, workspace, workspace_size, executor, stream) -> int:
-    """Phase 2 of operator `op`: check, then enqueue the executor's plan on `stream`."""
-    status = _usable_executor(op, executor)
-    if status != ACLNN_SUCCESS:
-        return status
-    if executor.op_name != op:
-        return _fail(ACLNN_ERR_PARAM_INVALID,
-                     f"{op}: executor was built by {executor.op_name}GetWorkspaceSize.")
-    plan = executor.plan
-    if plan is None:  # spent or destroyed by another thread since the check above
-        return _fail(ACLNN_ERR_PARAM_INVALID,
-                     f"{op}: executor has already run or was destroyed, got {executor!r}.")
-    if workspace is None and _positive(workspace_size) and library_contract():
-        # the library's CommonOpExecutorRun: 161001, and it deletes the executor
-        executor.destroyed, executor.plan = True, None
-        return _fail(ACLNN_ERR_PARAM_NULLPTR,
-                     f"{op}: workspace must not be null when workspaceSize is {workspace_size} "
-                     f"(the executor is released, as the library does).")
-    status = _check_workspace(op, workspace, workspace_size, plan.workspace_size)
-    if status != ACLNN_SUCCESS:
-        return status
-    for tensor in plan.tensors:
-        if not tensor.is_live():
-            return _fail(ACLNN_ERR_PARAM_INVALID,
-                         f"{op}: a tensor of the executor was destroyed or its memory freed "
-                         f"after GetWorkspaceSize: {tensor!r}.")
-    queue = streams.get(stream)
-    if queue is None:
-        return _fail(ACLNN_ERR_PARAM_INVALID, f"{op}: stream {stream!r} is not a live stream.")
-    _consume_lock.acquire()  # two threads racing on one run-once executor: only one runs it
-    try:
-        status = _usable_executor(op, executor)
-        executor.consumed = status == ACLNN_SUCCESS or executor.consumed
-    finally:
-        _consume_lock.release()
-    if status != ACLNN_SUCCESS:
-        return status
-    if plan.steps:
-        queue.enqueue(plan)
-    if not executor.repeatable:
-        executor.plan = None  # spent: the plan lives on in the queue only, until it runs
-    return ACLNN_SUCCESS
-
-
 def workspace_api(op: str):
     """Decorator: `plan(*args) -> Plan` becomes phase 1, `(workspace_size, executor, status)`.
 
@@ -197,8 +154,10 @@ def workspace_api(op: str):
         @functools.wraps(plan_fn)
         def get_workspace_size(*args):
             cache = plan_cache.cache
-            key = cache.key(op, args)
-            cached = cache.lookup(key, args) if key is not None else None
+            cached, key = cache.repeat(op, args), None
+            if cached is None:
+                key = cache.key(op, args)
+                cached = cache.lookup(key, args) if key is not None else None
             if cached is not None:
                 steps, workspace_size, tensors = cached
                 plan = Plan(list(steps), tensors, workspace_size, op)
@@ -222,9 +181,58 @@ def workspace_api(op: str):
 
 
 def execute_api(op: str) -> Callable[..., int]:
-    """Phase 2 of `op`: `aclnnXxx(workspace, workspaceSize, executor, stream) -> status`."""
+    """Phase 2 of `op`: `aclnnXxx(workspace, workspaceSize, executor, stream) -> status`:
+    check, then enqueue the executor's plan on `stream`.
+
+    A repeated small call spends most of its time in this module's Python, so the usual
+    case (a fresh executor, no workspace, the default stream) is tested first with plain
+    attribute checks, and the general checks run only where it does not hold."""
     def run(workspace, workspaceSize, executor, stream) -> int:  # noqa: N803
-        return execute(op, workspace, workspaceSize, executor, stream)
+        if type(executor) is not aclOpExecutor or executor.destroyed or executor.consumed:
+            status = _usable_executor(op, executor)
+            if status != ACLNN_SUCCESS:
+                return status
+        if executor.op_name != op:
+            return _fail(ACLNN_ERR_PARAM_INVALID,
+                         f"{op}: executor was built by {executor.op_name}GetWorkspaceSize.")
+        plan = executor.plan
+        if plan is None:  # spent or destroyed by another thread since the check above
+            return _fail(ACLNN_ERR_PARAM_INVALID,
+                         f"{op}: executor has already run or was destroyed, got {executor!r}.")
+        if type(workspaceSize) is not int or workspaceSize != 0 or plan.workspace_size != 0:
+            if workspace is None and _positive(workspaceSize) and library_contract():
+                # the library's CommonOpExecutorRun: 161001, and it deletes the executor
+                executor.destroyed, executor.plan = True, None
+                return _fail(ACLNN_ERR_PARAM_NULLPTR,
+                             f"{op}: workspace must not be null when workspaceSize is "
+                             f"{workspaceSize} (the executor is released, as the library does).")
+            status = _check_workspace(op, workspace, workspaceSize, plan.workspace_size)
+            if status != ACLNN_SUCCESS:
+                return status
+        for tensor in plan.tensors:  # `aclTensor.is_live` written out
+            region = tensor.region
+            if tensor.destroyed or (region is not None and not region.alive):
+                return _fail(ACLNN_ERR_PARAM_INVALID,
+                             f"{op}: a tensor of the executor was destroyed or its memory freed "
+                             f"after GetWorkspaceSize: {tensor!r}.")
+        queue = streams.default if stream is None else streams.get(stream)
+        if queue is None:
+            return _fail(ACLNN_ERR_PARAM_INVALID, f"{op}: stream {stream!r} is not a live stream.")
+        _consume_lock.acquire()  # two threads racing on one run-once executor: only one runs it
+        try:
+            if executor.destroyed or (executor.consumed and not executor.repeatable):
+                status = _usable_executor(op, executor)  # lost the race: says why
+            else:
+                status, executor.consumed = ACLNN_SUCCESS, True
+        finally:
+            _consume_lock.release()
+        if status != ACLNN_SUCCESS:
+            return status
+        if plan.steps:
+            queue.enqueue(plan)
+        if not executor.repeatable:
+            executor.plan = None  # spent: the plan lives on in the queue only, until it runs
+        return ACLNN_SUCCESS
 
     run.__name__ = run.__qualname__ = op
     run.__doc__ = (f"Phase 2 of {op}: check the workspace and executor, then enqueue the plan "
