@@ -443,3 +443,19 @@ def test_streaming_stores_give_the_same_bits(approximate, size):
     x[::97] = np.nan
     g = rng.standard_normal(x.size).astype(np.float32)
     assert _same_bits(_run(g, x, approximate, streaming=True), _run(g, x, approximate))
+
+
+@pytest.mark.parametrize("n", [1, 31, 32, 33, 1000, gelu_rows.BLOCK])
+@pytest.mark.parametrize("approximate", MODES)
+def test_one_block_kernel_gives_the_contiguous_kernels_bits(approximate, n):
+    """The kernel of calls of up to one block (on the calling thread, no parallel launch)
+    computes the contiguous kernel's rows: the same bits, specials and both tails included."""
+    rng = np.random.default_rng(11)
+    x = (rng.standard_normal(n) * 6).astype(np.float32)
+    x[:8] = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, -14.0, 20.0, -1e-40])[:n]
+    g = rng.standard_normal(n).astype(np.float32)
+    for code in (pointwise.F32, pointwise.BF16):
+        tail = gelu_rows.erf_tail(code)
+        out = np.zeros(n, np.float32)
+        gelu_rows.gelu_block(g, x, out, approximate == "tanh", tail)
+        assert _same_bits(out, _run(g, x, approximate, code=code)), code

@@ -1,9 +1,9 @@
 """Compiled kernels come from Numba's on-disk cache: a second process compiles nothing.
 
 Each process below calls every operator through the functional API on a contiguous
-layout (the flat kernels) and on a transposed and a broadcast one (the tiled kernel, once
-per operator), then reports, for every Numba dispatcher of `aclnn.kernels`, the
-signatures it compiled and those it loaded from the cache.
+layout (the flat kernels: of one block and of more) and on a transposed and a broadcast one
+(the tiled kernel, once per operator), then reports, for every Numba dispatcher of
+`aclnn.kernels`, the signatures it compiled and those it loaded from the cache.
 """
 
 from __future__ import annotations
@@ -37,6 +37,9 @@ for dtype in (np.float32, np.float16):
         aclnn.l1_loss_backward(x, self_, x, reduction="mean")
         aclnn.gelu_backward(x, self_, approximate="tanh")
     aclnn.avg_pool2d_backward(x[None, None, :32, :32], x[None, None], 3, 2, 1)
+    more = np.linspace(-3, 3, 4097).astype(dtype)  # past one block: the parallel kernels
+    aclnn.smooth_l1_loss_backward(more, more, more[::-1].copy(), reduction="none")
+    aclnn.gelu_backward(more, more, approximate="none")
 """
 REPORT = """
 report = {}
@@ -61,8 +64,9 @@ def test_a_second_process_loads_every_kernel_from_the_cache():
     exec(CALLS, {})  # in this process: fills the cache wherever it was cold
     report = _report()
     used = {name: counts for name, counts in report.items() if sum(counts)}
-    assert {"aclnn.kernels.pointwise._tiled_backward", "aclnn.kernels.smooth_l1_rows."
-            "smooth_l1_flat", "aclnn.kernels.gelu_rows.gelu_flat"} <= set(used)
+    assert {f"aclnn.kernels.{name}" for name in (
+        "pointwise._tiled_backward", "smooth_l1_rows.smooth_l1_flat", "gelu_rows.gelu_flat",
+        "smooth_l1_rows.smooth_l1_block", "gelu_rows.gelu_block")} <= set(used)
     assert {name: compiled for name, (compiled, _) in used.items() if compiled} == {}
     assert report["aclnn.kernels.pointwise._tiled_backward"][1] == 2  # once per operator
 

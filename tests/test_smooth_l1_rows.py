@@ -112,6 +112,29 @@ def test_every_length_around_a_vector_and_a_block(n):
     assert np.array_equal(R.bits(got), R.bits(_expected(g, x, y, 0.5, 1.0, np.float16)))
 
 
+def _run_block(g, x, y, beta, scale):
+    """The one-block kernel (the calling thread's) on the inputs of `_run`."""
+    view = VIEW_DTYPE[DTYPES[x.dtype.type]]
+    out = R.aligned_zeros(x.size, view)
+    factor, mode = smooth_l1_rows.slope_factor(np.float32(beta))
+    smooth_l1_rows.smooth_l1_block(None if g is None else g.view(view), x.view(view),
+                                   y.view(view), out, factor, mode, np.float32(scale))
+    return out.view(x.dtype)
+
+
+@pytest.mark.parametrize("n", [1, 15, 16, 17, 175, smooth_l1_rows.BLOCK])
+@pytest.mark.parametrize("beta", [1.0, 0.0, 0.3, np.inf])
+@pytest.mark.parametrize("dtype", list(DTYPES))
+def test_one_block_kernel_gives_the_float32_formula_rounded_once(dtype, beta, n):
+    """The kernel of calls of up to one block (no parallel launch): the formula's bits, with
+    a gradient and with a scalar one folded into the scale, whole vectors and the tail."""
+    g, x, y = _inputs(dtype, max(n, 175), seed=5)  # the special pairs in the first 144
+    g, x, y = g[:n].copy(), x[:n].copy(), y[:n].copy()
+    for grad, scale in ((g, 0.75), (None, -3e-3)):
+        got = _run_block(grad, x, y, beta, scale)
+        assert np.array_equal(R.bits(got), R.bits(_expected(grad, x, y, beta, scale, dtype)))
+
+
 @pytest.mark.parametrize("g_value", [1.0, 1e-38, 3e38])
 def test_bfloat16_subnormal_and_overflowing_products_round_once(g_value):
     """bfloat16 results rounded by integer arithmetic: subnormal and overflowing products

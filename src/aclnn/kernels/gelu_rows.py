@@ -421,3 +421,12 @@ def gelu_flat(g, x, o, use_tanh, erf_tail, streaming):
                      streaming)
         if streaming:
             store_fence()
+
+
+@njit(nogil=True, cache=True, error_model="numpy")
+def gelu_block(g, x, o, use_tanh, erf_tail):
+    """`gelu_flat` for at most BLOCK elements (one row, plain stores) on the calling
+    thread: the same row, so the same bits, without a parallel launch of one run (see
+    `smooth_l1_rows.smooth_l1_block`)."""
+    gelu_row(x.view(np.uint8), 0, g.view(np.uint8), 0, o.view(np.uint8), 0, o.size, use_tanh,
+             erf_tail, np.empty(PAD_BYTES, np.uint8))

@@ -5,7 +5,8 @@ output dtype (round-to-nearest-even). Two kinds of kernel:
 
 - flat: every operand contiguous and of one dtype (float32, or float16/bfloat16 as typed
   16-bit views, see `typed`): the rows of `smooth_l1_rows` and `gelu_rows`, 16 lanes
-  at a time with no staging, large outputs stored non-temporally (`_streams`).
+  at a time with no staging, large outputs stored non-temporally (`_streams`); a call of
+  at most one block runs its row on the calling thread (`smooth_l1_block`, `gelu_block`).
 - tiled: anything else. The iteration space is coalesced to `MAX_RANK` dims and cut into
   tiles (rows along dim MAX_RANK-2 by columns along the innermost dim), handed out in up
   to RUNS runs that each allocate their float32 work area once. A tile row of an operand
@@ -47,14 +48,17 @@ from .bits import (
     store_fence,
     store_span,
 )
+from .gelu_rows import BLOCK as GELU_BLOCK
 from .gelu_rows import PAD_BYTES as GELU_PAD
-from .gelu_rows import erf_tail, gelu_flat, gelu_row
+from .gelu_rows import erf_tail, gelu_block, gelu_flat, gelu_row
 from .lanes import prefetch_block_rows, transpose_x16
 from .launch import launch
 from .layout import MAX_RANK, coalesce
+from .smooth_l1_rows import BLOCK as SMOOTH_L1_BLOCK
 from .smooth_l1_rows import PAD_BYTES as SMOOTH_L1_PAD
 from .smooth_l1_rows import (
     slope_factor,
+    smooth_l1_block,
     smooth_l1_flat,
     smooth_l1_row,
 )
@@ -484,19 +488,22 @@ class PointwiseLaunch:
     """A prepared kernel call: layout coalesced once (phase 1), run any number of times.
 
     When every operand has one dtype and the coalesced layout is a single contiguous run
-    (the common case), `flat` runs a typed kernel that needs no staging buffers; otherwise
-    the tiled kernel serves any strides, broadcasts and dtype mix; `params` are its row
-    function's (see `_tile`).
+    (the common case), `flat` gives a call of a typed kernel that needs no staging buffers
+    and whether that kernel is parallel (a serial one runs on the calling thread, past
+    `launch`); otherwise the tiled kernel serves any strides, broadcasts and dtype mix;
+    `params` are its row function's (see `_tile`).
     """
 
     def __init__(self, shape, operands: list[StridedOperand], params: tuple, flat=None):
         iter_shape, strides = coalesce(shape, [op.byte_strides for op in operands])
-        self._run = None
+        found = None
         if flat is not None and len({op.code for op in operands}) == 1 and all(
                 size == 1 for size in iter_shape[:-1]):
             views = [_flat_view(op, s[-1], iter_shape[-1]) for op, s in zip(operands, strides)]
-            self._run = flat(views, [s[-1] for s in strides], operands)
-        if self._run is None:
+            found = flat(views, [s[-1] for s in strides], operands)
+        if found is not None:
+            self._run, self._parallel = found
+        else:
             meta = np.array([[op.code, op.byte_offset, *s] for op, s in zip(operands, strides)],
                             dtype=np.int64)
             out_bytes = math.prod(iter_shape) * VIEW_DTYPE[operands[-1].code].itemsize
@@ -505,10 +512,13 @@ class PointwiseLaunch:
                     *_tile_shape(iter_shape, strides, element_bytes(row_code),
                                  numba.get_num_threads()), params,
                     _too_large_to_cache(out_bytes), row_code)
-            self._run = lambda: _tiled_backward(*args)
+            self._run, self._parallel = (lambda: _tiled_backward(*args)), True
 
     def __call__(self) -> None:
-        launch(self._run)
+        if self._parallel:
+            launch(self._run)
+        else:
+            self._run()
 
 
 def smooth_l1_backward(shape, grad, x, target, out, beta: float, scale: float) -> PointwiseLaunch:
@@ -523,13 +533,16 @@ def smooth_l1_backward(shape, grad, x, target, out, beta: float, scale: float) -
         if xs is None or ys is None or o is None:
             return None
         streaming = _streams(o)
-        if g is not None:
-            return lambda: smooth_l1_flat(g, xs, ys, o, factor, mode, scale, streaming)
-        if strides[0] != 0:
+        if g is None and strides[0] != 0:
             return None
+        one_block = o.size <= SMOOTH_L1_BLOCK and not streaming  # see `smooth_l1_block`
+        kernel, last = (smooth_l1_block, ()) if one_block else (smooth_l1_flat, (streaming,))
+        if g is not None:
+            return functools.partial(kernel, g, xs, ys, o, factor, mode, scale, *last), \
+                not one_block
         read_grad = _scalar_reader(operands[0])
-        return lambda: smooth_l1_flat(None, xs, ys, o, factor, mode,
-                                      np.float32(read_grad() * float(scale)), streaming)
+        return (lambda: kernel(None, xs, ys, o, factor, mode,
+                               np.float32(read_grad() * float(scale)), *last)), not one_block
 
     return PointwiseLaunch(shape, [grad, x, target, out], (factor, mode, scale), flat)
 
@@ -565,8 +578,10 @@ def gelu_backward(shape, grad, x, out, use_tanh: bool) -> PointwiseLaunch:
         code = operands[0].code
         if code != F32:
             factors = _derivative_table(code, use_tanh)
-            return lambda: lookup.scaled_lookup(g, xs, o, *factors)
+            return (lambda: lookup.scaled_lookup(g, xs, o, *factors)), True
         streaming = _streams(o)
-        return lambda: gelu_flat(g, xs, o, use_tanh, tail, streaming)
+        if o.size <= GELU_BLOCK and not streaming:  # see `gelu_rows.gelu_block`
+            return functools.partial(gelu_block, g, xs, o, use_tanh, tail), False
+        return functools.partial(gelu_flat, g, xs, o, use_tanh, tail, streaming), True
 
     return PointwiseLaunch(shape, [grad, x, out], (use_tanh, tail), flat)
