@@ -189,34 +189,41 @@ def test_limit_from_the_environment(monkeypatch, text, limit):
     assert plan_cache._limit_from_environment() == limit
 
 
-def test_int_arrays_count_by_value_and_liveness(monkeypatch):
-    """AvgPool2dBackward: a new aclIntArray with the same values is the same call; a
-    destroyed one fails as without the cache."""
+@pytest.fixture
+def pool_call(monkeypatch):
+    """AvgPool2dBackward's plans as they are built (pool.AvgPool2dBackwardLaunch calls),
+    and device tensors for it: gradOutput [1, 1, 2, 2], self and gradInput [1, 1, 4, 4]."""
     from aclnn.kernels import pool
 
     built = []
     original = pool.AvgPool2dBackwardLaunch
     monkeypatch.setattr(pool, "AvgPool2dBackwardLaunch",
                         lambda *a: built.append(a) or original(*a))
-    grad = to_device(np.ones((1, 1, 2, 2), np.float32), fmt=aclnn.ACL_FORMAT_NCHW)
-    x = to_device(np.zeros((1, 1, 4, 4), np.float32), fmt=aclnn.ACL_FORMAT_NCHW)
-    out = to_device(np.zeros((1, 1, 4, 4), np.float32), fmt=aclnn.ACL_FORMAT_NCHW)
+    tensors = [to_device(np.ones((1, 1, 2, 2), np.float32), fmt=aclnn.ACL_FORMAT_NCHW),
+               *(to_device(np.zeros((1, 1, 4, 4), np.float32), fmt=aclnn.ACL_FORMAT_NCHW)
+                 for _ in range(2))]
+    yield built, [t.tensor for t in tensors]
+    for t in tensors:
+        t.free()
+
+
+def test_int_arrays_count_by_value_and_liveness(pool_call):
+    """AvgPool2dBackward: a new aclIntArray with the same values is the same call; a
+    destroyed one fails as without the cache."""
+    built, (grad, x, out) = pool_call
     arrays = []
     try:
         for _ in range(2):
             k, p = aclnn.aclCreateIntArray([2, 2]), aclnn.aclCreateIntArray([0, 0])
             arrays += [k, p]
-            check_accepted(POOL(grad.tensor, x.tensor, k, k, p, False, True, 0, 0, out.tensor))
+            check_accepted(POOL(grad, x, k, k, p, False, True, 0, 0, out))
         assert len(built) == 1
         assert aclnn.aclDestroyIntArray(k) == 0
-        cached, uncached = _cached_and_uncached(
-            POOL, grad.tensor, x.tensor, k, k, p, False, True, 0, 0, out.tensor)
+        cached, uncached = _cached_and_uncached(POOL, grad, x, k, k, p, False, True, 0, 0, out)
         assert cached == uncached and cached[0] == aclnn.ACLNN_ERR_PARAM_INVALID
     finally:
         for a in arrays:
             aclnn.aclDestroyIntArray(a)
-        for t in (grad, x, out):
-            t.free()
 
 
 def test_plan_with_a_tensor_it_was_not_given_is_not_stored(sl1, fresh_cache):
@@ -301,19 +308,11 @@ def test_a_tensor_in_a_collected_tensors_place_is_not_taken_for_it(sl1, fresh_ca
     np.testing.assert_allclose(out.view(), 2.0 * np.full(6, -0.5), rtol=1e-6)  # d = 2 - 2.5
 
 
-def test_reassigned_int_array_values_are_another_call(monkeypatch):
+def test_reassigned_int_array_values_are_another_call(pool_call):
     """An int array whose values were replaced since the last call plans again."""
-    from aclnn.kernels import pool
-
-    built = []
-    original = pool.AvgPool2dBackwardLaunch
-    monkeypatch.setattr(pool, "AvgPool2dBackwardLaunch",
-                        lambda *a: built.append(a) or original(*a))
-    grad = to_device(np.ones((1, 1, 2, 2), np.float32), fmt=aclnn.ACL_FORMAT_NCHW)
-    x = to_device(np.zeros((1, 1, 4, 4), np.float32), fmt=aclnn.ACL_FORMAT_NCHW)
-    out = to_device(np.zeros((1, 1, 4, 4), np.float32), fmt=aclnn.ACL_FORMAT_NCHW)
+    built, (grad, x, out) = pool_call
     k, s, p = (aclnn.aclCreateIntArray(v) for v in ([2, 2], [2, 2], [0, 0]))
-    args = (grad.tensor, x.tensor, k, s, p, False, True, 0, 0, out.tensor)
+    args = (grad, x, k, s, p, False, True, 0, 0, out)
     try:
         for _ in range(2):
             check_accepted(POOL(*args))
@@ -324,8 +323,6 @@ def test_reassigned_int_array_values_are_another_call(monkeypatch):
     finally:
         for a in (k, s, p):
             aclnn.aclDestroyIntArray(a)
-        for t in (grad, x, out):
-            t.free()
 
 
 def test_a_contract_switch_is_not_a_repeat(sl1, fresh_cache):
