@@ -538,11 +538,14 @@ def smooth_l1_backward(shape, grad, x, target, out, beta: float, scale: float) -
         one_block = o.size <= SMOOTH_L1_BLOCK and not streaming  # see `smooth_l1_block`
         kernel, last = (smooth_l1_block, ()) if one_block else (smooth_l1_flat, (streaming,))
         if g is not None:
-            return functools.partial(kernel, g, xs, ys, o, factor, mode, scale, *last), \
-                not one_block
-        read_grad = _scalar_reader(operands[0])
-        return (lambda: kernel(None, xs, ys, o, factor, mode,
-                               np.float32(read_grad() * float(scale)), *last)), not one_block
+            run = functools.partial(kernel, g, xs, ys, o, factor, mode, scale, *last)
+        else:
+            read_grad = _scalar_reader(operands[0])
+
+            def run() -> None:  # the scalar gradient is read when the call runs
+                kernel(None, xs, ys, o, factor, mode, np.float32(read_grad() * float(scale)),
+                       *last)
+        return run, not one_block
 
     return PointwiseLaunch(shape, [grad, x, target, out], (factor, mode, scale), flat)
 
