@@ -296,17 +296,17 @@ def test_tiled_16bit_rows_do_not_prefetch():
 @pytest.mark.parametrize("op", ["smooth_l1", "l1", "gelu"])
 def test_contiguous_calls_of_one_block_run_on_the_calling_thread(op, monkeypatch):
     """A contiguous float32 call of up to one block (4096 elements) runs the one-block
-    kernel, with no parallel launch; one element more, the parallel contiguous kernel. Both
-    meet the golden."""
+    kernel on the calling thread, not through `launch` (the parallel kernels' way); one
+    element more, the parallel contiguous kernel. Both meet the golden."""
     used = []
-    for name in ("smooth_l1_block", "smooth_l1_flat", "gelu_block", "gelu_flat"):
+    for name in ("smooth_l1_block", "smooth_l1_flat", "gelu_block", "gelu_flat", "launch"):
         kernel = getattr(pointwise, name)
         monkeypatch.setattr(pointwise, name,
                             functools.partial(lambda kernel, name, *a: used.append(name)
                                               or kernel(*a), kernel, name))
     family = "gelu" if op == "gelu" else "smooth_l1"
-    for n, kernel in ((4096, f"{family}_block"), (4097, f"{family}_flat")):
+    for n, kernels in ((4096, [f"{family}_block"]), (4097, ["launch", f"{family}_flat"])):
         for grad_shape in [(n,)] if op == "gelu" else [(n,), ()]:  # () folded into the scale
             used.clear()
             run_and_check(op, operands(op, [grad_shape, (n,), (n,)], np.float32), np.float32)
-            assert used == [kernel], (n, grad_shape)
+            assert used == kernels, (n, grad_shape)
