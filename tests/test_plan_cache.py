@@ -248,7 +248,7 @@ def test_functional_calls_are_not_cached(monkeypatch, fresh_cache):
     assert stored == [] and len(fresh_cache) == 0
 
 
-# --- a call repeated with the very same objects (PlanCache.repeat) ---------------------
+# --- a call that repeats its operator's last one (PlanCache.repeat) ------------------
 
 L1 = aclnn.aclnnL1LossBackwardGetWorkspaceSize
 builtin_id = id  # the real one, where a test gives plan_cache a fake
