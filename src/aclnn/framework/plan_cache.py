@@ -62,8 +62,6 @@ class _Entry:
 class _LastCall:
     """An operator's last cached call (see `repeat`)."""
 
-    soc: str
-    contract: str
     ids: tuple[int, ...]                            # of every argument
     tensor_ids: tuple[int, ...]
     tensors_of: Callable[[Sequence], tuple]         # picks the tensors' places (of ids too)
@@ -130,8 +128,10 @@ class PlanCache:
         the entry's flag: `_drop_collected` clears the flag before it takes a key off the
         queue."""
         last = self._last.get(op)
-        if (last is None or self._collected or not last.entry.cached
-                or last.soc != state.soc_name or last.contract != state.contract):
+        if last is None or self._collected or not last.entry.cached:
+            return None
+        key = last.entry.key  # (op, SoC, contract, ...)
+        if key[1] != state.soc_name or key[2] != state.contract:
             return None
         ids = tuple(map(id, args))
         if last.ids != ids:
@@ -212,7 +212,7 @@ class PlanCache:
         by_value = all(type(a) is not float or a != 0 and a == a for a in others)
         ids = tuple(map(id, args))
         self._last[entry.key[0]] = _LastCall(
-            entry.key[1], entry.key[2], ids, tensors_of(ids), tensors_of, others,
+            ids, tensors_of(ids), tensors_of, others,
             tuple(map(type, others)), others_of if by_value else None,
             tuple((i, args[i].values) for i in entry.int_arrays), entry)
 
