@@ -31,6 +31,8 @@ def programs(sdk_prefix, tmp_path_factory):
     return {
         "calls": compile_program(sdk_prefix, [C_TESTS / "capi_calls.c"], out / "calls"),
         "threads": compile_program(sdk_prefix, [C_TESTS / "capi_threads.c"], out / "threads"),
+        "thread_state": compile_program(sdk_prefix, [C_TESTS / "capi_thread_state.c"],
+                                        out / "thread_state"),
         "dlopen": compile_program(sdk_prefix, [C_TESTS / "capi_dlopen.c"], out / "dlopen",
                                   link=False),
         "no_runtime": compile_program(sdk_prefix, [C_TESTS / "capi_no_runtime.c"],
@@ -60,6 +62,12 @@ def test_threads_on_numbas_workqueue_layer(programs):
     they are serialised."""
     done = run_program([programs["threads"], 8, 12], env={"NUMBA_THREADING_LAYER": "workqueue"})
     assert done.stdout.strip() == "threads 8 calls 12 identical"
+
+
+def test_a_thread_of_direct_calls_keeps_its_python_thread_state(programs):
+    """shim.c's direct calls take the GIL with PyGILState_Ensure, which would make and
+    delete a thread state at every call of a thread that has none."""
+    assert run_program([programs["thread_state"]]).stdout == "kept\n"
 
 
 @pytest.mark.parametrize("name", sdk.LINK_NAMES)
@@ -137,18 +145,90 @@ def test_python_host_shares_the_runtime_and_leaks_no_handles(sdk_prefix):
     assert done.stdout.split() == ["shared", "0"], done.stderr
 
 
+def test_a_bridge_bug_in_a_direct_call_is_an_internal_error(sdk_prefix):
+    """Phase 1, phase 2 and synchronize, which shim.c calls without cffi: an exception in
+    the bridge, or a result that is not an int, becomes the call's internal-error status
+    with the exception as the recent error message, and the next call works."""
+    script = textwrap.dedent(f"""
+        import ctypes
+        from aclnn import acl
+        from aclnn.capi import bridge
+        from aclnn.ops import l1_loss_backward
+
+        lib = ctypes.CDLL("{sdk_prefix}/lib64/libopapi_nn.so")
+        P, U64, I64 = ctypes.c_void_p, ctypes.c_uint64, ctypes.c_int64
+        lib.aclGetRecentErrMsg.restype = ctypes.c_char_p
+        lib.aclCreateTensor.restype = P
+        lib.aclCreateTensor.argtypes = [P, U64, ctypes.c_int, P, I64, ctypes.c_int, P, U64, P]
+        lib.aclnnL1LossBackwardGetWorkspaceSize.argtypes = [P, P, P, I64, P, P, P]
+        lib.aclnnL1LossBackward.argtypes = [P, U64, P, P]
+        lib.aclrtSynchronizeStream.argtypes = [P]
+        assert lib.aclInit(None) == 0 and lib.aclrtSetDevice(0) == 0
+        ptr, _ = acl.rt.malloc(32, 0)
+        shape = (ctypes.c_int64 * 1)(8)
+        x = lib.aclCreateTensor(shape, 1, 0, None, 0, 2, shape, 1, ptr)
+        size, executor = ctypes.c_uint64(), ctypes.c_void_p()
+
+        def phase_one():
+            return lib.aclnnL1LossBackwardGetWorkspaceSize(x, x, x, 0, x, ctypes.byref(size),
+                                                           ctypes.byref(executor))
+
+        def boom(*args):
+            raise RuntimeError("boom")
+
+        def report(status):
+            print(status, lib.aclGetRecentErrMsg().decode())
+
+        planned = l1_loss_backward.aclnnL1LossBackwardGetWorkspaceSize
+        l1_loss_backward.aclnnL1LossBackwardGetWorkspaceSize = boom
+        report(phase_one())
+        l1_loss_backward.aclnnL1LossBackwardGetWorkspaceSize = planned
+        assert phase_one() == 0
+        op = bridge.lib.ACLNN_OP_L1_LOSS_BACKWARD
+        phase_two, bridge._PHASE_TWO[op] = bridge._PHASE_TWO[op], lambda *args: None
+        report(lib.aclnnL1LossBackward(None, 0, executor, None))
+        bridge._PHASE_TWO[op] = phase_two
+        assert lib.aclnnL1LossBackward(None, 0, executor, None) == 0
+        synchronize, acl.rt.synchronize_stream = acl.rt.synchronize_stream, boom
+        report(lib.aclrtSynchronizeStream(None))
+        acl.rt.synchronize_stream = synchronize
+        assert lib.aclrtSynchronizeStream(None) == 0
+    """)
+    done = run_program([sys.executable, "-c", script])
+    assert done.stdout.splitlines() == [
+        "561000 aclnn C API: internal error: RuntimeError: boom",
+        "561000 aclnn C API: internal error: TypeError: an integer is required",
+        "507000 aclnn C API: internal error: RuntimeError: boom"], done.stderr
+
+
+def test_a_c_float_is_passed_as_the_last_equal_one():
+    """The bridge hands the plan cache the previous float object for an equal value, so a
+    repeated C call is recognised by identity; never for a zero (-0.0 == 0.0) or NaN."""
+    from aclnn.capi.bridge import _SameFloat
+
+    same = _SameFloat()
+    first = same(float("1.5"))
+    assert same(float("1.5")) is first
+    for value in ("2.5", "0.0", "-0.0", "0.0", "nan", "nan"):
+        fresh = float(value)
+        assert same(fresh) is fresh, value
+
+
 def test_retired_handles_are_bounded():
     from aclnn.capi.handles import ForeignHandle, HandleTable
 
     table = HandleTable(retired_kept=3)
-    objects = [object() for _ in range(5)]
+    objects = [object() for _ in range(7)]
     issued = [table.add(obj) for obj in objects]
-    assert len(set(issued)) == 5 and all(h % 16 == 0 for h in issued)
-    for handle in issued:
+    assert len(set(issued)) == 7 and all(h % 16 == 0 for h in issued)
+    for handle in issued[:6]:
         table.retire(handle)
+    assert table.live_count() == 1
+    assert [table.lookup(h) for h in issued[:6]] == objects[:6]  # up to twice 3: all found
+    table.retire(issued[6])  # the seventh: trimmed to the last 3
     assert table.live_count() == 0
-    assert [table.lookup(h) for h in issued[2:]] == objects[2:]  # the last 3: still found
-    assert all(isinstance(table.lookup(h), ForeignHandle) for h in issued[:2])
+    assert [table.lookup(h) for h in issued[4:]] == objects[4:]
+    assert all(isinstance(table.lookup(h), ForeignHandle) for h in issued[:4])
     assert table.lookup(0) is None
     assert "0x1234: not a live handle" in repr(table.lookup(0x1234))
 

