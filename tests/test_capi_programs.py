@@ -201,17 +201,35 @@ def test_a_bridge_bug_in_a_direct_call_is_an_internal_error(sdk_prefix):
         "507000 aclnn C API: internal error: RuntimeError: boom"], done.stderr
 
 
-def test_a_c_float_is_passed_as_the_last_equal_one():
-    """The bridge hands the plan cache the previous float object for an equal value, so a
-    repeated C call is recognised by identity; never for a zero (-0.0 == 0.0) or NaN."""
-    from aclnn.capi.bridge import _SameFloat
+def test_an_equal_beta_from_c_is_passed_as_the_same_object(sdk_prefix):
+    """SmoothL1's beta from C is a new float at every call: the bridge passes one equal to
+    the previous call's as that object (the plan cache then recognises the call by
+    identity), never a zero (-0.0 == 0.0) or NaN."""
+    script = textwrap.dedent(f"""
+        import ctypes, math
+        from aclnn import acl
+        from aclnn.ops import smooth_l1_loss_backward as op
 
-    same = _SameFloat()
-    first = same(float("1.5"))
-    assert same(float("1.5")) is first
-    for value in ("2.5", "0.0", "-0.0", "0.0", "nan", "nan"):
-        fresh = float(value)
-        assert same(fresh) is fresh, value
+        lib = ctypes.CDLL("{sdk_prefix}/lib64/libopapi_nn.so")
+        P, U64, I64 = ctypes.c_void_p, ctypes.c_uint64, ctypes.c_int64
+        lib.aclCreateTensor.restype = P
+        lib.aclCreateTensor.argtypes = [P, U64, ctypes.c_int, P, I64, ctypes.c_int, P, U64, P]
+        lib.aclnnSmoothL1LossBackwardGetWorkspaceSize.argtypes = [P, P, P, I64, ctypes.c_float,
+                                                                  P, P, P]
+        assert lib.aclInit(None) == 0 and lib.aclrtSetDevice(0) == 0
+        ptr, _ = acl.rt.malloc(32, 0)
+        shape = (ctypes.c_int64 * 1)(8)
+        x = lib.aclCreateTensor(shape, 1, 0, None, 0, 2, shape, 1, ptr)
+        size, executor = ctypes.c_uint64(), ctypes.c_void_p()
+        seen, planned = [], op.aclnnSmoothL1LossBackwardGetWorkspaceSize
+        op.aclnnSmoothL1LossBackwardGetWorkspaceSize = lambda *a: seen.append(a[4]) or planned(*a)
+        for beta in (1.5, 1.5, 2.5, 0.0, 0.0, -0.0, math.nan, math.nan):
+            lib.aclnnSmoothL1LossBackwardGetWorkspaceSize(x, x, x, 0, beta, x, ctypes.byref(size),
+                                                          ctypes.byref(executor))
+        print(*(a is b for a, b in zip(seen, seen[1:])), math.copysign(1, seen[5]))
+    """)
+    done = run_program([sys.executable, "-c", script])
+    assert done.stdout.split() == ["True"] + ["False"] * 6 + ["-1.0"], done.stderr
 
 
 def test_retired_handles_are_bounded():
