@@ -159,6 +159,27 @@ static PyGILState_STATE aclnn_enter(void)
     return PyGILState_Ensure();
 }
 
+/* The raised exception as this thread's internal-error message (the GIL held). */
+static void aclnn_report_exception(void)
+{
+    PyObject *type, *error, *reported;
+#if PY_VERSION_HEX >= 0x030C0000
+    error = PyErr_GetRaisedException();
+    type = Py_NewRef(Py_TYPE(error));
+#else
+    PyObject *traceback;
+    PyErr_Fetch(&type, &error, &traceback);
+    PyErr_NormalizeException(&type, &error, &traceback);
+    Py_XDECREF(traceback);
+#endif
+    reported = PyObject_CallFunctionObjArgs(direct_functions[DIRECT_INTERNAL_ERROR], type, error,
+                                            Py_None, NULL);
+    Py_XDECREF(reported);
+    Py_XDECREF(type);
+    Py_XDECREF(error);
+    PyErr_Clear();
+}
+
 /* Call direct function `which` (the runtime started) with one argument per letter of
  * `kinds`: K a uint64_t as an int, L an int64_t as an int, d a double as a float, b an int
  * as a bool. Its int result, or `failure` where it raised or gave something else. */
@@ -193,16 +214,7 @@ static uint64_t aclnn_call_direct(enum aclnn_direct which, uint64_t failure, con
         Py_DECREF(result);
     }
     if (PyErr_Occurred()) {
-        PyObject *type, *error, *traceback, *reported;
-        PyErr_Fetch(&type, &error, &traceback);
-        PyErr_NormalizeException(&type, &error, &traceback);
-        reported = PyObject_CallFunctionObjArgs(direct_functions[DIRECT_INTERNAL_ERROR], type,
-                                                error, Py_None, NULL);
-        Py_XDECREF(reported);
-        Py_XDECREF(type);
-        Py_XDECREF(error);
-        Py_XDECREF(traceback);
-        PyErr_Clear();
+        aclnn_report_exception();
         value = failure;
     }
     PyGILState_Release(gil);
