@@ -294,7 +294,11 @@ def _row_block(use_tanh: bool):
     for `vectors` vectors of LANES lanes, two at a time (one more where their count is
     odd), with plain stores (see `gelu_row` for streaming). Two vectors per step give each
     operation of the long serial chains four independent AVX2 registers (two AVX-512 ones)
-    instead of two: in cache 5-9 % faster on AVX2 for the erf form."""
+    instead of two: in cache 5-9 % faster on AVX2 for the erf form. Not so on a Zen 1 EPYC,
+    whose units split each AVX2 operation in two 128-bit halves: one vector per step ran
+    the erf form 1 % faster in cache and 3 % faster on 16M elements (18.6-18.9 ms against
+    19.2-19.8, two threads, processes alternating), the tanh form 2.5-3 % slower; both
+    forms keep two everywhere."""
     def block(typingctx, x, x_at, g, g_at, o, o_at, vectors, erf_tail):
         def codegen(context, builder, signature, args):
             data = array_data(context, builder, signature, args)
@@ -384,7 +388,9 @@ def gelu_row(x, x_at, g, g_at, o, o_at, n, use_tanh, erf_tail, pad, streaming=Fa
     and of o above 1.3x, none of 32 processes of the loop of then on two threads (8
     compiling it). Whole processes on one thread also ran about 1.8x slower at times,
     through the span (2 of about 90) and from the loop (1 of about 15), for reasons not
-    found. So the span stays."""
+    found. So the span stays. On a Zen 1 EPYC (two threads, 16M elements, processes
+    alternating) streaming from the loop took 18.5-19.1 ms against 19.2-19.8 through the
+    span, and 24.3-24.6 ms with one vector per step (see `_row_block`)."""
     vectors, done, rest = split_row(F32, n)
     if streaming:
         span = _SPAN_AT + (-(pad.ctypes.data + _SPAN_AT)) % CACHE_LINE_BYTES
