@@ -122,7 +122,8 @@ def test_python_host_shares_the_runtime_and_leaks_no_handles(sdk_prefix):
         assert lib.aclrtMemcpy(ptr, 32, host.ctypes.data, 32, 1) == 0   # ... filled from C
         assert (acl.util.ptr_to_numpy(ptr, (8,), np.float32) == host).all()
 
-        from aclnn.capi import bridge
+        from aclnn.capi import bridge, handles
+        assert bridge.lib.ACLNN_HANDLE_MIN <= handles.BASE  # phase 1: handle or status
         shape = (ctypes.c_int64 * 1)(8)
         baseline = bridge.objects.live_count()
         for _ in range(300):
