@@ -82,10 +82,11 @@ static void aclnn_start_interpreter(void)
  * CPython API instead of through cffi's `extern "Python"`, whose generic callback
  * converts every argument by its type descriptor: five integers took 0.87 us a call that
  * way and 0.37 us this way, and the C API's 8-element call (two phases + synchronize)
- * about 2 us less (19.9 against 17.8 us, a 2 GHz AMD EPYC). The functions are looked up once, when the runtime
- * starts; their arguments are Python ints (pointers as addresses), floats and bools, their
- * result an int. A Python exception (a bug in the bridge) becomes `failure` with an
- * internal-error message, as cffi's onerror makes it for the other calls. */
+ * about 2 us less (19.9 against 17.8 us, a 2 GHz AMD EPYC). The functions are looked up
+ * once, when the runtime starts; their arguments are Python ints (pointers as addresses),
+ * floats and bools, their result an int. A Python exception (a bug in the bridge)
+ * becomes `failure` with an internal-error message, as cffi's onerror makes it for the
+ * other calls. */
 enum aclnn_direct {
     DIRECT_SMOOTH_L1_LOSS_BACKWARD,
     DIRECT_L1_LOSS_BACKWARD,
