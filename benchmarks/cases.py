@@ -70,8 +70,9 @@ def measure_throughput(case: Case, cfg: Config) -> Row:
     this setup's buffers where it offers one (`Setup.reference`), and where both setups
     name a `varied` input, timed again with those swapped (`extra["swapped_ms"]`, see
     `harness.crossed_ratio`); for a case whose self is read transposed (`Setup.staged`),
-    the streamed triad over its buffers and the probe that reads them as our staged tiles
-    do (see `note_staging_bounds`)."""
+    the streamed triad over its buffers, the probe that reads them as our staged tiles do,
+    and the cache lines of self our staging fetches, touched alone (see
+    `note_staging_bounds`)."""
     dev = Device()
     try:
         s = case.setup(cfg, dev)
@@ -92,6 +93,7 @@ def measure_throughput(case: Case, cfg: Config) -> Row:
         if s.staged and s.buffers:
             timed["floor"] = probe.triad_over(s.buffers, streamed=True)
             timed["staged"] = probe.staged_triad_over(s.buffers, *s.staged)
+            timed["staged_touches"] = probe.staged_touches_over(s.buffers[1], *s.staged)
         reference = None
         if target and target.needs:
             reference = (s._replace(ours=s.reference, varied=None) if s.reference else
@@ -112,7 +114,7 @@ def measure_throughput(case: Case, cfg: Config) -> Row:
     finally:
         dev.release()
     row = Row(case.name, times["ours"], times.get("torch"), s.bytes_moved, s.elements)
-    for key in ("triad", "floor", "reference", "compute", "staged"):
+    for key in ("triad", "floor", "reference", "compute", "staged", "staged_touches"):
         if key in times:
             row.extra[f"{key}_ms"] = times[key] * 1e3
     if "swapped" in times:
@@ -306,11 +308,18 @@ def smooth_l1(dtype, reduction: int = 0, grad_shape=None, layout: str = "1d"):
 
         def call(x_view, target):
             return two_phase("SmoothL1LossBackward", dg, x_view, target, reduction, 1.0, out)
-        reference, staged = None, None
+
+        def contiguous_on(n: int) -> Callable[[], None]:
+            """Our call on n contiguous elements (its rows compute as the tiled ones do)."""
+            g_, x_, y_ = (dev.tensor(host_data((n,), dtype, seed)) for seed in (0, 1, 2))
+            return two_phase("SmoothL1LossBackward", g_, x_, y_, reduction, 1.0,
+                             dev.output((n,), dtype))
+        reference, staged, in_cache = None, None, None
         if layout == "transposed":  # the contiguous call reads the same bytes in order
             ours, reference = call(dev.view(x_at, x, shape, [1, cfg.side]), dy), call(dx, dy)
             tx = tx.t()
             staged = _staged_runs(cfg.side, x.itemsize)
+            in_cache = tuple(contiguous_on(n) for n in IN_CACHE_SIZES)
         else:
             ours = call(dx, dy)
         if layout == "bcast":  # the contiguous call on the same gradOut, self and output
@@ -320,7 +329,7 @@ def smooth_l1(dtype, reduction: int = 0, grad_shape=None, layout: str = "1d"):
             aten.smooth_l1_loss_backward.grad_input(tg, tx, ty, reduction, 1.0, grad_input=tout)
         streamed = dev.buffers(dg, dx, dy, out) if g.size == y.size == x.size else None
         return Setup(ours, theirs, g.nbytes + x.nbytes + y.nbytes + tout.nbytes, x.size,
-                     reference=reference, buffers=streamed, staged=staged)
+                     in_cache=in_cache, reference=reference, buffers=streamed, staged=staged)
     return setup
 
 
@@ -537,19 +546,31 @@ def note_subnormal_costs(rows: list[Row], cases: list[Case]) -> None:
 
 
 def note_staging_bounds(rows: list[Row]) -> None:
-    """Note on each failed case that timed `Setup.staged` what its memory traffic alone
-    allows in this run: a probe reading self as our staged tiles do and streaming the
-    others (`probe.staged_triad_over`), timed alternately with our call, the contiguous
-    call and the streamed triad over the same buffers. Our call moves those bytes in that
-    order and more (it stores and reads back the staged tiles), so its elements/s against
-    the contiguous call are at most the contiguous call's time over the probe's."""
+    """Note on each failed case that timed `Setup.staged` what this run allows it, by two
+    bounds on its elements/s against the contiguous call (its probes timed alternately
+    with our call and the contiguous one, on the same buffers):
+
+    - memory: a probe reading self as our staged tiles do and streaming the others
+      (`probe.staged_triad_over`) moves those bytes in that order, and our call moves
+      more (it stores and reads back the staged tiles): at most the contiguous call's
+      time over the probe's;
+    - staging and computing in turn (as each thread of ours does, a tile at a time): at
+      least the rows' compute (our contiguous kernel with its operands in cache,
+      `extra["compute_ms"]`) plus fetching the lines our staging reads, in its order
+      (`probe.staged_touches_over`), so at most the contiguous call's time over that sum.
+
+    Where either is under the target, it is out of reach here for tiles staged and
+    computed so."""
     for row in rows:
         staged, floor, reference = (row.extra.get(f"{key}_ms")
                                     for key in ("staged", "floor", "reference"))
         if row.verdict != "FAIL" or not (staged and floor and reference and row.ours_s):
             continue
         bound, ours = reference / staged, row.ours_s * 1e3
-        verdict = ("out of reach for these tiles here" if bound < LAYOUT_VS_CONTIGUOUS else
+        compute, touches = row.extra.get("compute_ms"), row.extra.get("staged_touches_ms")
+        in_turn = reference / (compute + touches) if compute and touches else None
+        verdict = ("out of reach for these tiles here"
+                   if min(bound, in_turn or bound) < LAYOUT_VS_CONTIGUOUS else
                    "reachable in principle")
         note = (f"{verdict}: a memory-only probe reading self a staged tile at a time "
                 f"(as ours does) and streaming the tile's rows of the others took "
@@ -558,6 +579,12 @@ def note_staging_bounds(rows: list[Row]) -> None:
                 f"{reference:.2f} ms, so elements/s vs it <= {bound:.2f} with these tiles "
                 f"(target {LAYOUT_VS_CONTIGUOUS}); ours took {ours:.2f} ms, "
                 f"{staged / ours:.2f} of the probe's speed")
+        if in_turn:
+            note += (f"; staging and computing in turn, the rows' compute (our contiguous "
+                     f"kernel with its operands in cache) {compute:.2f} ms and fetching the "
+                     f"lines of self our staging reads, in its order, {touches:.2f} ms add "
+                     f"up to {compute + touches:.2f} ms, so elements/s vs it <= "
+                     f"{in_turn:.2f}")
         row.note = f"{row.note}; {note}" if row.note else note
 
 

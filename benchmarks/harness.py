@@ -355,8 +355,9 @@ class Setup(NamedTuple):
     products, the same results made without any, on the case's own buffers (timed
     alongside our call, see `cases.note_subnormal_costs`). `staged`, for a case whose
     self is read transposed: (bytes per row of self, bytes each of our staged tiles reads
-    along such a row), for the memory-only probe that reads it so
-    (`probe.staged_triad_over`, see `cases.note_staging_bounds`)."""
+    along such a row), for the memory-only probes that read it so
+    (`probe.staged_triad_over`, `probe.staged_touches_over`, see
+    `cases.note_staging_bounds`)."""
 
     ours: Callable[[], object]
     torch: Callable[[], object] | None

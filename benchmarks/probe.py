@@ -21,12 +21,14 @@ from numba import prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from aclnn.kernels.bits import store_fence, stream_f32x16
+from aclnn.kernels.bits import CACHE_LINE_BYTES, store_fence, stream_f32x16
 from aclnn.kernels.lanes import array_data
+from aclnn.kernels.pointwise import BLOCK
 
 from .harness import Setup, device_array
 
 THREADS = 2
+LINE_WORDS = CACHE_LINE_BYTES // 4
 
 
 @numba.njit(parallel=True, cache=True)
@@ -189,6 +191,24 @@ def _staged_triad(out, a, x, c, row_words, run_words, sums):
         sums[p] = total
 
 
+@numba.njit(parallel=True, cache=True)
+def _staged_touches(x, row_words, run_words, sums):
+    """The cache lines our tiled kernel stages from x (rows of `row_words` uint32 words), in
+    its order, one word of each: a tile's run of `run_words` words along every row, taken
+    BLOCK rows at a time, line by line down the run, each line of those rows in turn (see
+    `pointwise._stage`); each thread sums its equal run of tiles into `sums`."""
+    tiles, groups = row_words // run_words, len(x) // row_words // BLOCK
+    for p in prange(THREADS):
+        total = np.uint32(0)
+        for tile in range(p * tiles // THREADS, (p + 1) * tiles // THREADS):
+            for group in range(groups):
+                first = group * BLOCK * row_words + tile * run_words
+                for line in range(first, first + run_words, LINE_WORDS):
+                    for row in range(BLOCK):
+                        total += x[line + row * row_words]
+        sums[p] = total
+
+
 def staged_triad_over(buffers: tuple[tuple[int, int], ...], row_bytes: int,
                       run_bytes: int) -> Callable[[], None]:
     """`_staged_triad` over a case's own device buffers (address, bytes: gradOut, the
@@ -199,6 +219,16 @@ def staged_triad_over(buffers: tuple[tuple[int, int], ...], row_bytes: int,
     a, x, c, out = (device_array(buffer, np.uint32) for buffer in buffers)
     sums = np.zeros(THREADS, np.uint32)
     return lambda: _staged_triad(out, a, x, c, row_bytes // 4, run_bytes // 4, sums)
+
+
+def staged_touches_over(buffer: tuple[int, int], row_bytes: int,
+                        run_bytes: int) -> Callable[[], None]:
+    """`_staged_touches` over a case's transposed self (its device buffer: address, bytes):
+    the memory our tiled kernel's staging must fetch, in its order, and nothing else."""
+    numba.set_num_threads(THREADS)
+    sums = np.zeros(THREADS, np.uint32)
+    x = device_array(buffer, np.uint32)
+    return lambda: _staged_touches(x, row_bytes // 4, run_bytes // 4, sums)
 
 
 def triad_over(buffers: tuple[tuple[int, int], ...], streamed: bool) -> Callable[[], None]:

@@ -268,6 +268,18 @@ def test_staged_probe_reads_every_word_of_self_once_and_streams_the_rest(side, r
     assert np.array_equal(out, a + c * c)
 
 
+@pytest.mark.parametrize(("rows", "row_words", "run_words"),
+                         [(32, 64, 16), (48, 64, 32), (16, 96, 48)])
+def test_staged_touches_take_one_word_of_every_line_of_self_once(rows, row_words, run_words):
+    """The staging-fetch probe: the first word of each 64-byte line of every row summed
+    once (integers, so the sum is exact), tile by tile, BLOCK rows at a time."""
+    x = np.random.default_rng(5).integers(0, 2**32, rows * row_words, dtype=np.uint32)
+    sums = np.zeros(probe.THREADS, np.uint32)
+    probe._staged_touches(x, row_words, run_words, sums)
+    line_starts = x.reshape(rows, row_words)[:, ::probe.LINE_WORDS]
+    assert sums.sum(dtype=np.uint32) == line_starts.sum(dtype=np.uint32)
+
+
 @pytest.mark.parametrize(("dtype", "itemsize"), [(np.float32, 4), (np.float16, 2)])
 def test_staged_probe_reads_the_runs_the_kernel_stages(dtype, itemsize):
     """The probe's runs are the tiled kernel's staged tile height along self's rows."""
@@ -293,19 +305,44 @@ def test_staging_bound_notes():
     assert rows[2].note == ""
 
 
+@pytest.mark.parametrize(("compute_ms", "touches_ms", "verdict", "bound"), [
+    (2.0, 1.5, "out of reach for these tiles here", "0.71"),
+    (1.5, 1.5, "reachable in principle", "0.83")])
+def test_staging_bound_notes_add_staging_and_computing_in_turn(compute_ms, touches_ms,
+                                                               verdict, bound):
+    """Where the rows' compute in cache and the staging's fetches were timed, their sum
+    bounds the elements/s of a kernel that does them in turn; under the target, the case
+    is out of reach for these tiles even where the memory-only probe allows it."""
+    rows = [Row("a", 4.0e-3, verdict="FAIL",
+                extra={"staged_ms": 2.8, "floor_ms": 2.4, "reference_ms": 2.5,
+                       "compute_ms": compute_ms, "staged_touches_ms": touches_ms})]
+    note_staging_bounds(rows)
+    assert rows[0].note.startswith(verdict)
+    assert "<= 0.89 with these tiles" in rows[0].note
+    assert rows[0].note.endswith(
+        f"(our contiguous kernel with its operands in cache) {compute_ms:.2f} ms and fetching "
+        f"the lines of self our staging reads, in its order, {touches_ms:.2f} ms add up to "
+        f"{compute_ms + touches_ms:.2f} ms, so elements/s vs it <= {bound}")
+
+
 def test_measure_throughput_times_the_staged_probe_for_a_transposed_self(monkeypatch):
     timed = []
     monkeypatch.setattr(probe, "triad_over",
                         lambda buffers, streamed: lambda: timed.append(("triad", streamed)))
     monkeypatch.setattr(probe, "staged_triad_over",
                         lambda buffers, row, run: lambda: timed.append(("staged", row, run)))
+    monkeypatch.setattr(probe, "staged_touches_over",
+                        lambda buffer, row, run: lambda: timed.append(("touches", buffer, row,
+                                                                       run)))
     buffers = ((1, 64), (2, 64), (3, 64), (4, 64))
     case = Case("layout", lambda cfg, dev: harness.Setup(
-        lambda: None, None, 256, 16, reference=lambda: None, buffers=buffers,
-        staged=(32, 8)), vs_case("other", 0.75))
+        lambda: None, None, 256, 16, in_cache=(lambda: None, lambda: None),
+        reference=lambda: None, buffers=buffers, staged=(32, 8)), vs_case("other", 0.75))
     row = cases.measure_throughput(case, harness.Config(repeat=1, warmup=0))
     assert ("staged", 32, 8) in timed and ("triad", True) in timed
-    assert {"staged_ms", "floor_ms", "reference_ms"} <= row.extra.keys()
+    assert ("touches", (2, 64), 32, 8) in timed  # self's buffer
+    assert {"staged_ms", "floor_ms", "reference_ms", "compute_ms",
+            "staged_touches_ms"} <= row.extra.keys()
 
 
 def test_targets_carry_their_torch_factor():
@@ -499,6 +536,18 @@ def test_torch_views_share_the_device_memory(dtype):
         dev.release()
 
 
+def _fills(call, buffer) -> bool:
+    """Whether `call` writes into the device buffer (address, bytes), zeroed for it (its
+    contents are put back)."""
+    array = harness.device_array(buffer, np.uint8)
+    held = array.copy()
+    array[:] = 0
+    call()
+    filled = array.any()
+    array[:] = held
+    return filled
+
+
 @pytest.mark.parametrize("case", ["smooth_l1 f32 none", "l1 f16 none", "gelu bf16 none",
                                   "smooth_l1 f16 self transposed"])
 def test_torch_writes_where_our_call_writes(case):
@@ -508,16 +557,24 @@ def test_torch_writes_where_our_call_writes(case):
     dev = harness.Device()
     try:
         s = next(c for c in CASES if c.name == case).setup(cfg, dev)
+        written = [b for b in set(dev._buffers.values()) if _fills(s.torch, b)]
+        assert len(written) == 1 and _fills(s.ours, written[0])
+    finally:
+        dev.release()
 
-        def fills(call, buffer) -> bool:
-            array = harness.device_array(buffer, np.uint8)
-            held = array.copy()
-            array[:] = 0
-            call()
-            filled = array.any()
-            array[:] = held
-            return filled
-        written = [b for b in set(dev._buffers.values()) if fills(s.torch, b)]
-        assert len(written) == 1 and fills(s.ours, written[0])
+
+@pytest.mark.parametrize(("case", "itemsize"), [("smooth_l1 f32 self transposed", 4),
+                                                ("smooth_l1 f16 self transposed", 2)])
+def test_transposed_cases_time_their_rows_compute_in_cache(case, itemsize):
+    """A transposed-self case's in-cache calls (its rows' compute floor) are our
+    contiguous calls of its dtype on IN_CACHE_SIZES elements: each fills an output of that
+    many elements."""
+    cfg = SimpleNamespace(n=4096, side=64, quick=True)
+    dev = harness.Device()
+    try:
+        s = next(c for c in CASES if c.name == case).setup(cfg, dev)
+        for call, n in zip(s.in_cache, harness.IN_CACHE_SIZES, strict=True):
+            written = [b for b in set(dev._buffers.values()) if _fills(call, b)]
+            assert [size for _, size in written] == [n * itemsize]
     finally:
         dev.release()
