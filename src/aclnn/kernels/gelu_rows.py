@@ -19,7 +19,13 @@ use 2.2 times it). On a Zen 1 EPYC (AVX2 as two 128-bit halves, 2 GHz) the erf f
 without it), but a reciprocal by Newton's steps from an integer seed (deterministic on
 every CPU, unlike `rcpps`) ran 1.15x (2 steps) to 1.4x (3) as long, Estrin's scheme for V
 and steps of 8, 16 or 32 lanes were within the noise (3 %), and so was t's division
-computed one step ahead.
+computed one step ahead, or put first in the IR (LLVM keeps a step's divisions together
+mid-loop; each `vdivps` of 8 lanes holds the divider 10 cycles there). One division for
+two lanes' t, t = d' / (d d') with d' the other lane's denominator, ran 8-9 % faster in
+cache and 3-6 % on 16M elements (torch/ours 1.53-1.63 against 1.47-1.57, alternating in
+one process), but t then depends on the other lane's value (27 % of them 1-2 ULP off 1/d;
+after one FMA correction step 8 in 85M, at 2.5 % faster): a result would depend on its
+neighbour, so it was not taken.
 
 Both forms reduce to an exponential e**(-z/2) of z = a**2 (erf) or 4|u| (tanh), taken as
 exact for z <= 260 (the tanh form clamps its input where the result is already exactly 0

@@ -159,7 +159,14 @@ def _stage(buf, code, base, inner, mid, rows, n, work_bytes, at, pitch, row_code
     columns; what the blocks leave (the last columns and rows) is read one element at a
     time. The prefetch, alternating in one process on 4096 x 4096 with self transposed:
     0.93-1.02 of the time without it (float16 and float32, both ISA levels; never more
-    than noise slower, up to 7 % faster)."""
+    than noise slower, up to 7 % faster). On a Zen 1 EPYC (32 KiB 8-way L1), staging 16M
+    float16 alone: rows of self 8192 bytes apart put a block's 16 rows in one L1 set (in
+    cache, one thread, 4.6 ms against 2.1 at 8256 bytes apart; from memory 8.8 against
+    8.1); the prefetch took one thread 1.2-1.3x the time without it at 8192 bytes apart
+    and 0.6-0.8x at 8224, two threads 0.99-1.23x and 0.65-0.84x (prefetches into L1 and L2
+    no better); not taken either: each row's 512-byte run copied to a padded buffer first
+    (1.07-1.15x), two blocks per call with each row's whole line loaded at once (no
+    change)."""
     size = element_bytes(row_code)
     grouped = rows - rows % BLOCK if mid == element_bytes(code) else 0
     blocks = n // BLOCK
@@ -446,7 +453,11 @@ def _tile_shape(shape, strides, row_bytes: int, threads: int) -> tuple[int, int]
     in 2 MiB pages (1.00-1.04x the time). On a Zen 1 EPYC (AVX2, 512 KiB of L2 a core, 8
     MiB of L3), through the benchmark: 0.45-0.53 with these tiles, 0.38-0.52 with 512 KiB
     ones (4096 or 1024 columns) and 1 MiB ones (4096 or 2048); the probe's bound there is
-    0.73-0.90.
+    0.73-0.90. There staging and rows add up (float16, two threads: the staging alone
+    4.2-5.6 ms, the rows alone 6.5-6.7 (5.9 with their inputs prefetched 8192 bytes ahead),
+    the call 12.5-14.3 against 5.9-6.3 contiguous), and staging one block column of the
+    next tile after each row of this one (two work areas) took 1.1x the time of staging and
+    computing in turn (13.9 against 12.4 ms; one thread 22.0-25.7 against 19.4-22.9).
 
     Staged tiles are cut shorter where there would be fewer of them than `threads` (each
     tile is one thread's work): 1024 x 1024 float16 with self transposed, one tile of
