@@ -294,7 +294,8 @@ class Case:
 
 def smooth_l1(dtype, reduction: int = 0, grad_shape=None, layout: str = "1d"):
     """SmoothL1LossBackward (beta 1.0). layout: "1d" ([n]), "bcast" (target [side, 1]),
-    "transposed" (self a [side, side] view with strides [1, side])."""
+    "transposed" (self a [side, side] view with strides [1, side]); "1d" with a gradOut of
+    the shape of self and "transposed" also time the contiguous call in cache."""
     def setup(cfg: Config, dev: Device) -> Setup:
         shape = (cfg.n,) if layout == "1d" else (cfg.side, cfg.side)
         g = host_data(shape if grad_shape is None else grad_shape, dtype, 0)
@@ -308,18 +309,15 @@ def smooth_l1(dtype, reduction: int = 0, grad_shape=None, layout: str = "1d"):
 
         def call(x_view, target):
             return two_phase("SmoothL1LossBackward", dg, x_view, target, reduction, 1.0, out)
-
-        def contiguous_on(n: int) -> Callable[[], None]:
-            """Our call on n contiguous elements (its rows compute as the tiled ones do)."""
-            g_, x_, y_ = (dev.tensor(host_data((n,), dtype, seed)) for seed in (0, 1, 2))
-            return two_phase("SmoothL1LossBackward", g_, x_, y_, reduction, 1.0,
-                             dev.output((n,), dtype))
-        reference, staged, in_cache = None, None, None
+        reference, staged = None, None
+        # the contiguous kernel's compute (for a transposed self: its rows')
+        in_cache = (_in_cache_calls("SmoothL1LossBackward", dtype, dev, reduction, 1.0)
+                    if layout == "transposed" or layout == "1d" and grad_shape is None
+                    else None)
         if layout == "transposed":  # the contiguous call reads the same bytes in order
             ours, reference = call(dev.view(x_at, x, shape, [1, cfg.side]), dy), call(dx, dy)
             tx = tx.t()
             staged = _staged_runs(cfg.side, x.itemsize)
-            in_cache = tuple(contiguous_on(n) for n in IN_CACHE_SIZES)
         else:
             ours = call(dx, dy)
         if layout == "bcast":  # the contiguous call on the same gradOut, self and output
@@ -333,6 +331,16 @@ def smooth_l1(dtype, reduction: int = 0, grad_shape=None, layout: str = "1d"):
     return setup
 
 
+def _in_cache_calls(op: str, dtype, dev: Device, *scalars) -> tuple[Callable[[], None], ...]:
+    """Our call of `aclnn<op>` (gradOut, self, target, `scalars`, out) on IN_CACHE_SIZES
+    contiguous elements of `dtype`: the calls whose times give its compute floor (see
+    `harness.seconds_per_element_in_cache`)."""
+    def on(n: int) -> Callable[[], None]:
+        g, x, y = (dev.tensor(host_data((n,), dtype, seed)) for seed in (0, 1, 2))
+        return two_phase(op, g, x, y, *scalars, dev.output((n,), dtype))
+    return tuple(on(n) for n in IN_CACHE_SIZES)
+
+
 def _staged_runs(side: int, itemsize: int) -> tuple[int, int]:
     """(bytes per row, bytes each staged tile reads along a row) of a [side, side] self
     read transposed by the tiled kernel, all operands of one dtype (rows computed in it)."""
@@ -343,7 +351,8 @@ def _staged_runs(side: int, itemsize: int) -> tuple[int, int]:
 
 
 def l1(dtype, reduction: int = 0, grad_shape=None):
-    """L1LossBackward on [n]; torch: sub -> sign -> mul, all out= into the output."""
+    """L1LossBackward on [n]; torch: sub -> sign -> mul, all out= into the output. With a
+    gradOut of the shape of self, also our call in cache."""
     def setup(cfg: Config, dev: Device) -> Setup:
         shape = (cfg.n,)
         g = host_data(shape if grad_shape is None else grad_shape, dtype, 0)
@@ -358,7 +367,10 @@ def l1(dtype, reduction: int = 0, grad_shape=None):
             torch.sub(tx, ty, out=tout)
             torch.sign(tout, out=tout)
             torch.mul(tout, tg / x.size if reduction == 1 else tg, out=tout)
+        in_cache = (_in_cache_calls("L1LossBackward", dtype, dev, reduction)
+                    if grad_shape is None else None)
         return Setup(ours, theirs, g.nbytes + x.nbytes + y.nbytes + tout.nbytes, x.size,
+                     in_cache=in_cache,
                      buffers=dev.buffers(*operands) if g.size == x.size else None)
     return setup
 
@@ -618,9 +630,35 @@ def note_bandwidth_ceilings(rows: list[Row], cases: list[Case]) -> None:
         compute_ms = row.extra.get("compute_ms")
         if compute_ms:
             bound = row.torch_s * 1e3 / compute_ms
-            note += (f"; our kernel with its operands in cache (the call on "
-                     f"{IN_CACHE_SIZES[0]} and {IN_CACHE_SIZES[1]} elements) computes "
-                     f"this case's elements in {compute_ms:.2f} ms, so torch/ours <= "
-                     f"{bound:.2f} for this kernel"
+            note += (f"; {_computes(compute_ms)}, so torch/ours <= {bound:.2f} for this kernel"
                      + (" (bound by its compute here)" if bound < factor else ""))
+        row.note = f"{row.note}; {note}" if row.note else note
+
+
+def _computes(compute_ms: float) -> str:
+    """What a case's in-cache timing (`extra["compute_ms"]`) says, for a note."""
+    return (f"our kernel with its operands in cache (the call on {IN_CACHE_SIZES[0]} and "
+            f"{IN_CACHE_SIZES[1]} elements) computes this case's elements in "
+            f"{compute_ms:.2f} ms")
+
+
+def note_compute_floors(rows: list[Row], cases: list[Case]) -> None:
+    """Note on each case that failed the streamed-triad part of its target and timed its
+    call in cache (`extra["compute_ms"]`) what its compute allows: our call takes at least
+    that compute, so its speed is at most the streamed triad's time (`extra["floor_ms"]`)
+    over it, as a share of the triad's speed; where that is under the target, the kernel is
+    bound by its compute here."""
+    by_name = {r.case: r for r in rows}
+    for case in cases:
+        row, fraction = by_name.get(case.name), case.target and case.target.floor_fraction
+        if not (fraction and row and row.verdict == "FAIL" and row.streamed_fraction
+                and row.streamed_fraction < fraction and row.extra.get("compute_ms")):
+            continue
+        compute, floor = row.extra["compute_ms"], row.extra["floor_ms"]
+        bound = floor / compute
+        verdict = ("bound by its compute here" if bound < fraction else
+                   "reachable in principle")
+        note = (f"{verdict}: {_computes(compute)}, the streamed triad moves its bytes in "
+                f"{floor:.2f} ms, so x streamed triad <= {bound:.2f} for this kernel (target "
+                f"{fraction}); ours took {row.ours_s * 1e3:.2f} ms")
         row.note = f"{row.note}; {note}" if row.note else note

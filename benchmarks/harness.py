@@ -438,6 +438,7 @@ class Target:
     check: Callable[[Row, dict], tuple[bool | None, str]]
     needs: tuple[str, ...] = ()
     torch_factor: float | None = None  # the torch/ours ratio the target asks for, if any
+    floor_fraction: float | None = None  # the share of the streamed triad's speed, if any
 
 
 def _at_least(value, bound: float, label: str) -> tuple[bool | None, str]:
@@ -462,7 +463,7 @@ def streamed_and_torch(fraction: float, factor: float) -> Target:
         ok = None if bw_ok is None or t_ok is None else bw_ok and t_ok
         return ok, f"{bw}; {t}"
     return Target(f">= {fraction} x streamed triad and torch/ours >= {factor}", check,
-                  torch_factor=factor)
+                  torch_factor=factor, floor_fraction=fraction)
 
 
 def both(first: Target, second: Target) -> Target:
@@ -472,7 +473,8 @@ def both(first: Target, second: Target) -> Target:
         ok = None if ok1 is None or ok2 is None else ok1 and ok2
         return ok, f"{d1}; {d2}"
     return Target(f"{first.text} and {second.text}", check, first.needs + second.needs,
-                  first.torch_factor or second.torch_factor)
+                  first.torch_factor or second.torch_factor,
+                  first.floor_fraction or second.floor_fraction)
 
 
 def crossed_ratio(row: Row) -> float:

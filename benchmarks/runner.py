@@ -26,6 +26,7 @@ from .cases import (
     TRIAD,
     Case,
     note_bandwidth_ceilings,
+    note_compute_floors,
     note_staging_bounds,
     note_subnormal_costs,
 )
@@ -195,6 +196,7 @@ def main(argv=None) -> int:
         row.triad_gbps = triad
     judge(rows, cases)
     note_bandwidth_ceilings(rows, cases)
+    note_compute_floors(rows, cases)
     note_subnormal_costs(rows, cases)
     note_staging_bounds(rows)
     elapsed = time.perf_counter() - started

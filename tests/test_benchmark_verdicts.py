@@ -8,7 +8,14 @@ import numpy as np
 import pytest
 import torch
 from benchmarks import cases, harness, isa, probe, runner
-from benchmarks.cases import CASES, DTYPES, Case, note_bandwidth_ceilings, note_staging_bounds
+from benchmarks.cases import (
+    CASES,
+    DTYPES,
+    Case,
+    note_bandwidth_ceilings,
+    note_compute_floors,
+    note_staging_bounds,
+)
 from benchmarks.harness import (
     Row,
     both,
@@ -173,6 +180,36 @@ def test_ceiling_note_adds_the_bound_of_our_compute():
     assert rows[0].note.endswith("in 4.20 ms, so torch/ours <= 1.43 for this kernel "
                                  "(bound by its compute here)")
     assert rows[1].note.endswith("in 3.00 ms, so torch/ours <= 2.00 for this kernel")
+
+
+def _loss_row(name, ours_ms, compute_ms, floor_ms=5.6, torch_ms=20.0):
+    """A loss case judged by its target (0.85 x streamed triad, torch/ours >= 1.0), with
+    its in-cache compute timed."""
+    case = Case(name, None, streamed_and_torch(0.85, 1.0))
+    row = Row(name, ours_s=ours_ms / 1e3, torch_s=torch_ms / 1e3, bytes_moved=134_000_000)
+    row.extra.update(floor_ms=floor_ms, compute_ms=compute_ms)
+    ok, row.detail = case.target.check(row, {})
+    row.verdict = "PASS" if ok else "FAIL"
+    return case, row
+
+
+def test_compute_floor_notes():
+    """A case failing its streamed-triad share gets the streamed triad's time over its
+    in-cache compute as the share's bound, "bound by its compute" where that is under the
+    target; a passing case and one failing only torch/ours get none."""
+    compute_bound = _loss_row("a", ours_ms=7.0, compute_ms=7.0)  # bound 0.80
+    reachable = _loss_row("b", ours_ms=7.0, compute_ms=6.3)  # bound 0.89
+    passed = _loss_row("c", ours_ms=6.0, compute_ms=6.3)
+    slower_than_torch = _loss_row("d", ours_ms=6.0, compute_ms=6.3, torch_ms=5.0)
+    cases, rows = zip(compute_bound, reachable, passed, slower_than_torch)
+    note_compute_floors(list(rows), list(cases))
+    assert rows[0].note == (
+        "bound by its compute here: our kernel with its operands in cache (the call on "
+        "16384 and 65536 elements) computes this case's elements in 7.00 ms, the streamed "
+        "triad moves its bytes in 5.60 ms, so x streamed triad <= 0.80 for this kernel "
+        "(target 0.85); ours took 7.00 ms")
+    assert rows[1].note.startswith("reachable in principle") and "<= 0.89" in rows[1].note
+    assert rows[2].note == "" and rows[3].verdict == "FAIL" and rows[3].note == ""
 
 
 def test_in_cache_floor_is_the_slope_between_the_two_sizes(monkeypatch):
@@ -345,11 +382,14 @@ def test_measure_throughput_times_the_staged_probe_for_a_transposed_self(monkeyp
             "staged_touches_ms"} <= row.extra.keys()
 
 
-def test_targets_carry_their_torch_factor():
+def test_targets_carry_their_torch_factor_and_floor_fraction():
     assert vs_torch(1.5).torch_factor == 1.5
     assert streamed_and_torch(0.85, 1.0).torch_factor == 1.0
     assert both(vs_case("x", 0.8), vs_torch(1.5)).torch_factor == 1.5
     assert vs_case("x", 0.7).torch_factor is None
+    assert streamed_and_torch(0.85, 1.0).floor_fraction == 0.85
+    assert both(vs_case("x", 0.8), streamed_and_torch(0.85, 1.0)).floor_fraction == 0.85
+    assert vs_torch(1.5).floor_fraction is None
 
 
 @pytest.mark.parametrize(("machine", "flags", "levels"), [
@@ -564,9 +604,11 @@ def test_torch_writes_where_our_call_writes(case):
 
 
 @pytest.mark.parametrize(("case", "itemsize"), [("smooth_l1 f32 self transposed", 4),
-                                                ("smooth_l1 f16 self transposed", 2)])
-def test_transposed_cases_time_their_rows_compute_in_cache(case, itemsize):
-    """A transposed-self case's in-cache calls (its rows' compute floor) are our
+                                                ("smooth_l1 f16 self transposed", 2),
+                                                ("smooth_l1 bf16 none", 2),
+                                                ("l1 f16 mean", 2)])
+def test_loss_cases_time_their_compute_in_cache(case, itemsize):
+    """A loss case's in-cache calls (its compute floor; a transposed self's rows') are our
     contiguous calls of its dtype on IN_CACHE_SIZES elements: each fills an output of that
     many elements."""
     cfg = SimpleNamespace(n=4096, side=64, quick=True)
