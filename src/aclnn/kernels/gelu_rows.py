@@ -25,7 +25,8 @@ two lanes' t, t = d' / (d d') with d' the other lane's denominator, ran 8-9 % fa
 cache and 3-6 % on 16M elements (torch/ours 1.53-1.63 against 1.47-1.57, alternating in
 one process), but t then depends on the other lane's value (27 % of them 1-2 ULP off 1/d;
 after one FMA correction step 8 in 85M, at 2.5 % faster): a result would depend on its
-neighbour, so it was not taken.
+neighbour, so it was not taken. x and g prefetched 512 or 2048 bytes ahead of each step
+made 16M elements slower (20.4-20.9 ms against 19.6-19.9, two threads).
 
 Both forms reduce to an exponential e**(-z/2) of z = a**2 (erf) or 4|u| (tanh), taken as
 exact for z <= 260 (the tanh form clamps its input where the result is already exactly 0
