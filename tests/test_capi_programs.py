@@ -97,23 +97,42 @@ def test_failed_start_up_fails_every_call_loudly(programs, tmp_path, breakage):
     assert done.stderr.count("every aclnn call fails") == 1
 
 
-def test_python_host_shares_the_runtime_and_leaks_no_handles(sdk_prefix):
-    """A Python program that loads the library: C calls use the Python runtime's objects,
-    and handles of destroyed objects and spent executors are released."""
-    script = textwrap.dedent(f"""
+def _host_script(sdk_prefix, body: str, one_tensor: bool = False) -> str:
+    """A Python program that loads the SDK's library through ctypes (`lib`, with the
+    argument types of the calls these tests make; P, U64, I64 the ctypes types), then runs
+    `body` (dedented). `one_tensor`: first start the runtime from C and make `x`, a tensor
+    of 8 float32 on device memory, and `size`, `executor` for phase 1's outputs."""
+    prelude = textwrap.dedent(f"""
         import ctypes
-        import numpy as np
-        import aclnn
         from aclnn import acl
 
         lib = ctypes.CDLL("{sdk_prefix}/lib64/libopapi_nn.so")
         P, U64, I64 = ctypes.c_void_p, ctypes.c_uint64, ctypes.c_int64
-        lib.aclrtMemcpy.argtypes = [P, ctypes.c_size_t, P, ctypes.c_size_t, ctypes.c_int]
+        lib.aclGetRecentErrMsg.restype = ctypes.c_char_p
         lib.aclCreateTensor.restype = P
         lib.aclCreateTensor.argtypes = [P, U64, ctypes.c_int, P, I64, ctypes.c_int, P, U64, P]
-        lib.aclDestroyTensor.argtypes = [P]
         lib.aclnnL1LossBackwardGetWorkspaceSize.argtypes = [P, P, P, I64, P, P, P]
         lib.aclnnL1LossBackward.argtypes = [P, U64, P, P]
+        shape = (ctypes.c_int64 * 1)(8)
+    """)
+    if one_tensor:
+        prelude += textwrap.dedent("""
+            assert lib.aclInit(None) == 0 and lib.aclrtSetDevice(0) == 0
+            ptr, _ = acl.rt.malloc(32, 0)
+            x = lib.aclCreateTensor(shape, 1, 0, None, 0, 2, shape, 1, ptr)
+            size, executor = ctypes.c_uint64(), ctypes.c_void_p()
+        """)
+    return prelude + textwrap.dedent(body)
+
+
+def test_python_host_shares_the_runtime_and_leaks_no_handles(sdk_prefix):
+    """A Python program that loads the library: C calls use the Python runtime's objects,
+    and handles of destroyed objects and spent executors are released."""
+    script = _host_script(sdk_prefix, """
+        import numpy as np
+
+        lib.aclrtMemcpy.argtypes = [P, ctypes.c_size_t, P, ctypes.c_size_t, ctypes.c_int]
+        lib.aclDestroyTensor.argtypes = [P]
         assert lib.aclInit(None) == 0 and acl.init() == 100002   # one runtime
         assert acl.rt.set_device(0) == 0
 
@@ -124,7 +143,6 @@ def test_python_host_shares_the_runtime_and_leaks_no_handles(sdk_prefix):
 
         from aclnn.capi import bridge, handles
         assert bridge.lib.ACLNN_HANDLE_MIN <= handles.BASE  # phase 1: handle or status
-        shape = (ctypes.c_int64 * 1)(8)
         baseline = bridge.objects.live_count()
         for _ in range(300):
             x = lib.aclCreateTensor(shape, 1, 0, None, 0, 2, shape, 1, ptr)
@@ -150,25 +168,11 @@ def test_a_bridge_bug_in_a_direct_call_is_an_internal_error(sdk_prefix):
     """Phase 1, phase 2 and synchronize, which shim.c calls without cffi: an exception in
     the bridge, or a result that is not an int, becomes the call's internal-error status
     with the exception as the recent error message, and the next call works."""
-    script = textwrap.dedent(f"""
-        import ctypes
-        from aclnn import acl
+    script = _host_script(sdk_prefix, """
         from aclnn.capi import bridge
         from aclnn.ops import l1_loss_backward
 
-        lib = ctypes.CDLL("{sdk_prefix}/lib64/libopapi_nn.so")
-        P, U64, I64 = ctypes.c_void_p, ctypes.c_uint64, ctypes.c_int64
-        lib.aclGetRecentErrMsg.restype = ctypes.c_char_p
-        lib.aclCreateTensor.restype = P
-        lib.aclCreateTensor.argtypes = [P, U64, ctypes.c_int, P, I64, ctypes.c_int, P, U64, P]
-        lib.aclnnL1LossBackwardGetWorkspaceSize.argtypes = [P, P, P, I64, P, P, P]
-        lib.aclnnL1LossBackward.argtypes = [P, U64, P, P]
         lib.aclrtSynchronizeStream.argtypes = [P]
-        assert lib.aclInit(None) == 0 and lib.aclrtSetDevice(0) == 0
-        ptr, _ = acl.rt.malloc(32, 0)
-        shape = (ctypes.c_int64 * 1)(8)
-        x = lib.aclCreateTensor(shape, 1, 0, None, 0, 2, shape, 1, ptr)
-        size, executor = ctypes.c_uint64(), ctypes.c_void_p()
 
         def phase_one():
             return lib.aclnnL1LossBackwardGetWorkspaceSize(x, x, x, 0, x, ctypes.byref(size),
@@ -194,7 +198,7 @@ def test_a_bridge_bug_in_a_direct_call_is_an_internal_error(sdk_prefix):
         report(lib.aclrtSynchronizeStream(None))
         acl.rt.synchronize_stream = synchronize
         assert lib.aclrtSynchronizeStream(None) == 0
-    """)
+    """, one_tensor=True)
     done = run_program([sys.executable, "-c", script])
     assert done.stdout.splitlines() == [
         "561000 aclnn C API: internal error: RuntimeError: boom",
@@ -206,29 +210,19 @@ def test_an_equal_beta_from_c_is_passed_as_the_same_object(sdk_prefix):
     """SmoothL1's beta from C is a new float at every call: the bridge passes one equal to
     the previous call's as that object (the plan cache then recognises the call by
     identity), never a zero (-0.0 == 0.0) or NaN."""
-    script = textwrap.dedent(f"""
-        import ctypes, math
-        from aclnn import acl
+    script = _host_script(sdk_prefix, """
+        import math
         from aclnn.ops import smooth_l1_loss_backward as op
 
-        lib = ctypes.CDLL("{sdk_prefix}/lib64/libopapi_nn.so")
-        P, U64, I64 = ctypes.c_void_p, ctypes.c_uint64, ctypes.c_int64
-        lib.aclCreateTensor.restype = P
-        lib.aclCreateTensor.argtypes = [P, U64, ctypes.c_int, P, I64, ctypes.c_int, P, U64, P]
         lib.aclnnSmoothL1LossBackwardGetWorkspaceSize.argtypes = [P, P, P, I64, ctypes.c_float,
                                                                   P, P, P]
-        assert lib.aclInit(None) == 0 and lib.aclrtSetDevice(0) == 0
-        ptr, _ = acl.rt.malloc(32, 0)
-        shape = (ctypes.c_int64 * 1)(8)
-        x = lib.aclCreateTensor(shape, 1, 0, None, 0, 2, shape, 1, ptr)
-        size, executor = ctypes.c_uint64(), ctypes.c_void_p()
         seen, planned = [], op.aclnnSmoothL1LossBackwardGetWorkspaceSize
         op.aclnnSmoothL1LossBackwardGetWorkspaceSize = lambda *a: seen.append(a[4]) or planned(*a)
         for beta in (1.5, 1.5, 2.5, 0.0, 0.0, -0.0, math.nan, math.nan):
             lib.aclnnSmoothL1LossBackwardGetWorkspaceSize(x, x, x, 0, beta, x, ctypes.byref(size),
                                                           ctypes.byref(executor))
         print(*(a is b for a, b in zip(seen, seen[1:])), math.copysign(1, seen[5]))
-    """)
+    """, one_tensor=True)
     done = run_program([sys.executable, "-c", script])
     assert done.stdout.split() == ["True"] + ["False"] * 6 + ["-1.0"], done.stderr
 
