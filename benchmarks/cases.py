@@ -32,7 +32,6 @@ from aclnn.kernels import lookup, pointwise
 
 from . import probe
 from .harness import (
-    IN_CACHE_SIZES,
     SPREADS,
     Config,
     Device,
@@ -295,7 +294,8 @@ class Case:
 def smooth_l1(dtype, reduction: int = 0, grad_shape=None, layout: str = "1d"):
     """SmoothL1LossBackward (beta 1.0). layout: "1d" ([n]), "bcast" (target [side, 1]),
     "transposed" (self a [side, side] view with strides [1, side]); "1d" with a gradOut of
-    the shape of self and "transposed" also time the contiguous call in cache."""
+    the shape of self and "transposed" also time our rows in cache (the contiguous
+    kernel's, `probe.loss_rows_in_cache`)."""
     def setup(cfg: Config, dev: Device) -> Setup:
         shape = (cfg.n,) if layout == "1d" else (cfg.side, cfg.side)
         g = host_data(shape if grad_shape is None else grad_shape, dtype, 0)
@@ -311,7 +311,7 @@ def smooth_l1(dtype, reduction: int = 0, grad_shape=None, layout: str = "1d"):
             return two_phase("SmoothL1LossBackward", dg, x_view, target, reduction, 1.0, out)
         reference, staged = None, None
         # the contiguous kernel's compute (for a transposed self: its rows')
-        in_cache = (_in_cache_calls("SmoothL1LossBackward", dtype, dev, reduction, 1.0)
+        in_cache = (probe.loss_rows_in_cache(dtype, 1.0, _scale(reduction, x.size))
                     if layout == "transposed" or layout == "1d" and grad_shape is None
                     else None)
         if layout == "transposed":  # the contiguous call reads the same bytes in order
@@ -331,14 +331,9 @@ def smooth_l1(dtype, reduction: int = 0, grad_shape=None, layout: str = "1d"):
     return setup
 
 
-def _in_cache_calls(op: str, dtype, dev: Device, *scalars) -> tuple[Callable[[], None], ...]:
-    """Our call of `aclnn<op>` (gradOut, self, target, `scalars`, out) on IN_CACHE_SIZES
-    contiguous elements of `dtype`: the calls whose times give its compute floor (see
-    `harness.seconds_per_element_in_cache`)."""
-    def on(n: int) -> Callable[[], None]:
-        g, x, y = (dev.tensor(host_data((n,), dtype, seed)) for seed in (0, 1, 2))
-        return two_phase(op, g, x, y, *scalars, dev.output((n,), dtype))
-    return tuple(on(n) for n in IN_CACHE_SIZES)
+def _scale(reduction: int, elements: int) -> float:
+    """The scale a loss call with a full gradOut computes its rows with: 1/n for mean."""
+    return 1 / elements if reduction == 1 else 1.0
 
 
 def _staged_runs(side: int, itemsize: int) -> tuple[int, int]:
@@ -352,7 +347,7 @@ def _staged_runs(side: int, itemsize: int) -> tuple[int, int]:
 
 def l1(dtype, reduction: int = 0, grad_shape=None):
     """L1LossBackward on [n]; torch: sub -> sign -> mul, all out= into the output. With a
-    gradOut of the shape of self, also our call in cache."""
+    gradOut of the shape of self, also our rows in cache (`probe.loss_rows_in_cache`)."""
     def setup(cfg: Config, dev: Device) -> Setup:
         shape = (cfg.n,)
         g = host_data(shape if grad_shape is None else grad_shape, dtype, 0)
@@ -367,7 +362,7 @@ def l1(dtype, reduction: int = 0, grad_shape=None):
             torch.sub(tx, ty, out=tout)
             torch.sign(tout, out=tout)
             torch.mul(tout, tg / x.size if reduction == 1 else tg, out=tout)
-        in_cache = (_in_cache_calls("L1LossBackward", dtype, dev, reduction)
+        in_cache = (probe.loss_rows_in_cache(dtype, 0.0, _scale(reduction, x.size))
                     if grad_shape is None else None)
         return Setup(ours, theirs, g.nbytes + x.nbytes + y.nbytes + tout.nbytes, x.size,
                      in_cache=in_cache,
@@ -377,22 +372,17 @@ def l1(dtype, reduction: int = 0, grad_shape=None):
 
 def gelu(dtype, approximate: str, spread: str = "normal"):
     """GeluBackwardV2 on [n], self drawn from `spread` (harness.SPREADS), in float32 with
-    the same call on in-cache sizes (the compute floor; 16-bit operands look GELU' up in a
-    table); torch: gelu_backward.grad_input. bfloat16 from U(+-100) where the build keeps
-    the table's subnormal factors: `_exact_products` too."""
-    def ours_on(n: int, dev: Device) -> tuple[Callable[[], None], tuple]:
-        """Our call on n elements, and its device tensors of g, self and the output."""
-        g, x = host_data((n,), dtype, 0), host_data((n,), dtype, 1, spread)
-        x_at, dg, out = dev.place(x), dev.tensor(g), dev.output((n,), dtype)
-        dx = dev.view(x_at, x)
-        return two_phase("GeluBackwardV2", dg, dx, approximate, out), (dg, dx, out)
-
+    our rows in cache (the compute floor, `probe.gelu_rows_in_cache`; 16-bit operands look
+    GELU' up in a table); torch: gelu_backward.grad_input. bfloat16 from U(+-100) where the
+    build keeps the table's subnormal factors: `_exact_products` too."""
     def setup(cfg: Config, dev: Device) -> Setup:
         shape = (cfg.n,)
         g, x = host_data(shape, dtype, 0), host_data(shape, dtype, 1, spread)
-        in_cache = (tuple(ours_on(n, dev)[0] for n in IN_CACHE_SIZES)
+        in_cache = (probe.gelu_rows_in_cache(approximate, spread)
                     if np.dtype(dtype) == F32 else None)
-        ours, tensors = ours_on(cfg.n, dev)
+        x_at, dg, out = dev.place(x), dev.tensor(g), dev.output(shape, dtype)
+        tensors = dg, dev.view(x_at, x), out
+        ours = two_phase("GeluBackwardV2", *tensors[:2], approximate, out)
         tg, tx, tout = (dev.torch_view(t, shape, dtype) for t in tensors)
 
         def theirs():
@@ -567,7 +557,7 @@ def note_staging_bounds(rows: list[Row]) -> None:
       more (it stores and reads back the staged tiles): at most the contiguous call's
       time over the probe's;
     - staging and computing in turn (as each thread of ours does, a tile at a time): at
-      least the rows' compute (our contiguous kernel with its operands in cache,
+      least the rows' compute (our contiguous kernel's rows with their operands in cache,
       `extra["compute_ms"]`) plus fetching the lines our staging reads, in its order
       (`probe.staged_touches_over`), so at most the contiguous call's time over that sum.
 
@@ -593,7 +583,7 @@ def note_staging_bounds(rows: list[Row]) -> None:
                 f"{staged / ours:.2f} of the probe's speed")
         if in_turn:
             note += (f"; staging and computing in turn, the rows' compute (our contiguous "
-                     f"kernel with its operands in cache) {compute:.2f} ms and fetching the "
+                     f"kernel's rows in cache) {compute:.2f} ms and fetching the "
                      f"lines of self our staging reads, in its order, {touches:.2f} ms add "
                      f"up to {compute + touches:.2f} ms, so elements/s vs it <= "
                      f"{in_turn:.2f}")
@@ -606,7 +596,7 @@ def note_bandwidth_ceilings(rows: list[Row], cases: list[Case]) -> None:
     stores, or for a case that mostly writes a probe with its mix of reads and writes,
     timed alternately with ours and torch; no kernel of ours is expected to move its bytes
     faster). Where that bound is below the target, the target is out of reach here. A
-    case that timed its call in cache (`extra["compute_ms"]`, scaled to its elements) also
+    case that timed its rows in cache (`extra["compute_ms"]`, scaled to its elements) also
     gets the bound of our kernel's compute: torch's time over that."""
     by_name = {r.case: r for r in rows}
     for case in cases:
@@ -637,17 +627,18 @@ def note_bandwidth_ceilings(rows: list[Row], cases: list[Case]) -> None:
 
 def _computes(compute_ms: float) -> str:
     """What a case's in-cache timing (`extra["compute_ms"]`) says, for a note."""
-    return (f"our kernel with its operands in cache (the call on {IN_CACHE_SIZES[0]} and "
-            f"{IN_CACHE_SIZES[1]} elements) computes this case's elements in "
-            f"{compute_ms:.2f} ms")
+    return (f"our kernel's rows with their operands in cache (a row of {probe.ROW_ELEMENTS} "
+            f"elements repeated on each of {probe.THREADS} threads) compute this case's "
+            f"elements in {compute_ms:.2f} ms")
 
 
 def note_compute_floors(rows: list[Row], cases: list[Case]) -> None:
     """Note on each case that failed the streamed-triad part of its target and timed its
-    call in cache (`extra["compute_ms"]`) what its compute allows: our call takes at least
+    rows in cache (`extra["compute_ms"]`) what its compute allows: our call takes at least
     that compute, so its speed is at most the streamed triad's time (`extra["floor_ms"]`)
     over it, as a share of the triad's speed; where that is under the target, the kernel is
-    bound by its compute here."""
+    bound by its compute here. An in-cache time above the call's own from memory bounds
+    nothing (the machine was busier while it was timed), and the note says so."""
     by_name = {r.case: r for r in rows}
     for case in cases:
         row, fraction = by_name.get(case.name), case.target and case.target.floor_fraction
@@ -655,10 +646,15 @@ def note_compute_floors(rows: list[Row], cases: list[Case]) -> None:
                 and row.streamed_fraction < fraction and row.extra.get("compute_ms")):
             continue
         compute, floor = row.extra["compute_ms"], row.extra["floor_ms"]
-        bound = floor / compute
-        verdict = ("bound by its compute here" if bound < fraction else
-                   "reachable in principle")
-        note = (f"{verdict}: {_computes(compute)}, the streamed triad moves its bytes in "
-                f"{floor:.2f} ms, so x streamed triad <= {bound:.2f} for this kernel (target "
-                f"{fraction}); ours took {row.ours_s * 1e3:.2f} ms")
+        ours = row.ours_s * 1e3
+        if compute > ours:
+            note = (f"no compute bound measured: {_computes(compute)}, more than the "
+                    f"{ours:.2f} ms of its call from memory")
+        else:
+            bound = floor / compute
+            verdict = ("bound by its compute here" if bound < fraction else
+                       "reachable in principle")
+            note = (f"{verdict}: {_computes(compute)}, the streamed triad moves its bytes in "
+                    f"{floor:.2f} ms, so x streamed triad <= {bound:.2f} for this kernel "
+                    f"(target {fraction}); ours took {ours:.2f} ms")
         row.note = f"{row.note}; {note}" if row.note else note

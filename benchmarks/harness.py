@@ -281,26 +281,24 @@ def time_alternating(fns: list[Callable[[], object]], repeat: int, warmup: int,
     return [statistics.median(t) for t in times]
 
 
-# elements of the in-cache calls: float32 operands of 64-256 KB, whose three fit in two
-# cores' L2 (with 65536 and 196608 the floor measured 1.1-1.4x higher: L2 overflowed)
-IN_CACHE_SIZES = (16384, 65536)
-IN_CACHE_CALLS = 32  # calls per timing of an in-cache call
+class InCache(NamedTuple):
+    """A compute probe (see `probe.loss_rows_in_cache`): `run` computes `elements`
+    elements with its operands in cache, in `rows` (uint8 [threads, operands, bytes], the
+    output last)."""
+
+    run: Callable[[], object]
+    elements: int
+    rows: np.ndarray
 
 
-def seconds_per_element_in_cache(calls: tuple[Callable[[], object], Callable[[], object]],
-                                 repeat: int, warmup: int) -> float:
-    """A call's compute floor: seconds per element with its operands in cache (no DRAM
-    traffic), from the calls on the two IN_CACHE_SIZES timed alternately, IN_CACHE_CALLS
-    at a time: the difference of their medians over the difference of their sizes, so
-    that what a call costs whatever its size cancels out."""
-    def batch(fn: Callable[[], object]) -> Callable[[], None]:
-        def run() -> None:
-            for _ in range(IN_CACHE_CALLS):
-                fn()
-        return run
-
-    small, large = time_alternating([batch(fn) for fn in calls], repeat, warmup)
-    return (large - small) / IN_CACHE_CALLS / (IN_CACHE_SIZES[1] - IN_CACHE_SIZES[0])
+def seconds_per_element_in_cache(probe: InCache, repeat: int, warmup: int) -> float:
+    """A kernel's compute floor: the median time of its compute probe's run over the
+    elements it computes. Our two-phase calls on sizes that stay in cache are no such
+    floor: on an AMD EPYC Zen 3 (512 KiB of L2 a core) the difference of calls on 16384
+    and 65536 elements put SmoothL1/L1 at 3.1-8.0 ms per 16M elements from run to run
+    (1.9-10.3 with 256 calls a timing), their calls from memory at 3.4-8.9 ms, where the
+    rows repeated in cache take 1.9-3.4 ms."""
+    return time_alternating([probe.run], repeat, warmup)[0] / probe.elements
 
 
 class OthersLoad:
@@ -338,8 +336,8 @@ class Setup(NamedTuple):
     writes (0 if not meaningful), and its element count (for elements/s comparisons);
     `bytes_written`, for an operator that writes far more than a triad's quarter of its
     bytes, those of them it writes (its floor is then a probe with its own mix of reads
-    and writes, see `probe.read_write_setup`); `in_cache`, our call on IN_CACHE_SIZES
-    elements, small enough to stay in cache (see `seconds_per_element_in_cache`).
+    and writes, see `probe.read_write_setup`); `in_cache`, the compute probe of our kernel
+    (see `seconds_per_element_in_cache`).
 
     For a case judged against another (`vs_case`), where the two differ only in layout:
     `reference`, that case's call made on this setup's own buffers (a contiguous view of
@@ -364,7 +362,7 @@ class Setup(NamedTuple):
     bytes_moved: int
     elements: int = 0
     bytes_written: int = 0
-    in_cache: tuple[Callable[[], object], Callable[[], object]] | None = None
+    in_cache: InCache | None = None
     reference: Callable[[], object] | None = None
     varied: tuple[int, int] | None = None
     buffers: tuple[tuple[int, int], ...] | None = None

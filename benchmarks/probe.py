@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import ml_dtypes
 import numba
 import numpy as np
 import torch
@@ -21,14 +22,19 @@ from numba import prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from aclnn.kernels.bits import CACHE_LINE_BYTES, store_fence, stream_f32x16
+from aclnn.kernels import bits, gelu_rows, smooth_l1_rows
+from aclnn.kernels.bits import CACHE_LINE_BYTES, element_bytes, store_fence, stream_f32x16
 from aclnn.kernels.lanes import array_data
 from aclnn.kernels.pointwise import BLOCK
 
-from .harness import Setup, device_array
+from .harness import InCache, Setup, device_array, host_data
 
 THREADS = 2
 LINE_WORDS = CACHE_LINE_BYTES // 4
+ROW_ELEMENTS = 4096  # a row of the compute probes: a contiguous kernel's, its operands in L2
+ROW_REPEATS = 2048  # times each thread computes its row per timing (16M elements in all)
+CODES = {np.dtype(np.float32): bits.F32, np.dtype(np.float16): bits.F16,
+         np.dtype(ml_dtypes.bfloat16): bits.BF16}
 
 
 @numba.njit(parallel=True, cache=True)
@@ -243,3 +249,64 @@ def triad_over(buffers: tuple[tuple[int, int], ...], streamed: bool) -> Callable
     a, b, c, out = (device_array(buffer, np.uint32)[:words] for buffer in buffers)
     kernel = _streamed_triad if streamed else _triad
     return lambda: kernel(out, a, b, c)
+
+
+@numba.njit(parallel=True, cache=True, error_model="numpy", fastmath={"contract"})
+def _loss_rows(code, rows, factor, mode, scale, repeats):
+    """Each thread computes its own row of SmoothL1/L1 (`smooth_l1_rows.smooth_l1_row`,
+    as the contiguous kernel calls it: plain stores, its prefetch distance) `repeats`
+    times: rows[t] holds thread t's gradOut, self, target and output (uint8, elements of
+    `code`)."""
+    for t in prange(rows.shape[0]):
+        pad = np.empty(smooth_l1_rows.PAD_BYTES, np.uint8)
+        ahead = (smooth_l1_rows.FLAT_PREFETCH_BYTES_BF16 if code == bits.BF16
+                 else smooth_l1_rows.FLAT_PREFETCH_BYTES)
+        n = rows.shape[2] // element_bytes(code)
+        g, x, y, o = rows[t, 0], rows[t, 1], rows[t, 2], rows[t, 3]
+        for _ in range(repeats):
+            smooth_l1_rows.smooth_l1_row(code, g, 0, x, 0, y, 0, o, 0, n, factor, mode, scale,
+                                         True, False, pad, ahead)
+
+
+@numba.njit(parallel=True, cache=True, error_model="numpy")
+def _gelu_rows(rows, use_tanh, tail, repeats):
+    """Each thread computes its own float32 row of GELU backward (`gelu_rows.gelu_row`)
+    `repeats` times: rows[t] holds thread t's gradOutput, self and output (uint8)."""
+    for t in prange(rows.shape[0]):
+        pad = np.empty(gelu_rows.PAD_BYTES, np.uint8)
+        g, x, o = rows[t, 0], rows[t, 1], rows[t, 2]
+        for _ in range(repeats):
+            gelu_rows.gelu_row(x, 0, g, 0, o, 0, rows.shape[2] // 4, use_tanh, tail, pad)
+
+
+def _rows(dtype, inputs: int, spread: str = "normal") -> np.ndarray:
+    """uint8 [THREADS, inputs + 1, ROW_ELEMENTS elements of `dtype`]: each thread's input
+    rows drawn as the cases' (seed k for input k; self, input 1, from `spread`), its
+    output row zero."""
+    rows = np.zeros((THREADS, inputs + 1, ROW_ELEMENTS * np.dtype(dtype).itemsize), np.uint8)
+    for k in range(inputs):
+        values = host_data((ROW_ELEMENTS,), dtype, k, spread if k == 1 else "normal")
+        rows[:, k] = values.view(np.uint8)
+    return rows
+
+
+def _in_cache(run: Callable[[int], None], rows: np.ndarray) -> InCache:
+    """The compute probe running `run(ROW_REPEATS)` over `rows`."""
+    return InCache(lambda: run(ROW_REPEATS), THREADS * ROW_ELEMENTS * ROW_REPEATS, rows)
+
+
+def loss_rows_in_cache(dtype, beta: float, scale: float) -> InCache:
+    """Our SmoothL1 (beta; 0 is L1) rows of `dtype` with `scale`, a full gradOut, on THREADS
+    threads with their operands in cache: a compute floor with no call's fixed costs."""
+    factor, mode = smooth_l1_rows.slope_factor(beta)
+    rows, code = _rows(dtype, 3), CODES[np.dtype(dtype)]
+    return _in_cache(lambda repeats: _loss_rows(code, rows, factor, mode, np.float32(scale),
+                                                repeats), rows)
+
+
+def gelu_rows_in_cache(approximate: str, spread: str) -> InCache:
+    """Our float32 GELU backward rows (`approximate` "none" or "tanh", self from `spread`)
+    on THREADS threads with their operands in cache."""
+    rows, tail = _rows(np.float32, 2, spread), gelu_rows.erf_tail(bits.F32)
+    return _in_cache(lambda repeats: _gelu_rows(rows, approximate == "tanh", tail, repeats),
+                     rows)

@@ -4,6 +4,7 @@ target was out of reach."""
 
 from types import SimpleNamespace
 
+import ml_dtypes
 import numpy as np
 import pytest
 import torch
@@ -204,30 +205,35 @@ def test_compute_floor_notes():
     cases, rows = zip(compute_bound, reachable, passed, slower_than_torch)
     note_compute_floors(list(rows), list(cases))
     assert rows[0].note == (
-        "bound by its compute here: our kernel with its operands in cache (the call on "
-        "16384 and 65536 elements) computes this case's elements in 7.00 ms, the streamed "
-        "triad moves its bytes in 5.60 ms, so x streamed triad <= 0.80 for this kernel "
-        "(target 0.85); ours took 7.00 ms")
+        "bound by its compute here: our kernel's rows with their operands in cache (a row "
+        "of 4096 elements repeated on each of 2 threads) compute this case's elements in "
+        "7.00 ms, the streamed triad moves its bytes in 5.60 ms, so x streamed triad <= 0.80 "
+        "for this kernel (target 0.85); ours took 7.00 ms")
     assert rows[1].note.startswith("reachable in principle") and "<= 0.89" in rows[1].note
     assert rows[2].note == "" and rows[3].verdict == "FAIL" and rows[3].note == ""
 
 
-def test_in_cache_floor_is_the_slope_between_the_two_sizes(monkeypatch):
-    """Per-call costs cancel: seconds per element = (large - small) / calls / extra
-    elements, from one alternating timing of batches of IN_CACHE_CALLS calls."""
-    counts = [0, 0]
-    calls = (lambda: counts.__setitem__(0, counts[0] + 1),
-             lambda: counts.__setitem__(1, counts[1] + 1))
+def test_compute_floor_note_claims_no_bound_above_the_call_from_memory():
+    """An in-cache time above the case's own call from memory is no floor: the note says
+    so and gives no bound, where that time alone would have said "bound by its
+    compute"."""
+    case, row = _loss_row("a", ours_ms=7.0, compute_ms=7.5)
+    note_compute_floors([row], [case])
+    assert row.note == (
+        "no compute bound measured: our kernel's rows with their operands in cache (a row of "
+        "4096 elements repeated on each of 2 threads) compute this case's elements in 7.50 "
+        "ms, more than the 7.00 ms of its call from memory")
 
-    def fake_alternating(fns, repeat, warmup):
-        for fn in fns:
-            fn()
-        return [0.010, 0.030]
-    monkeypatch.setattr(harness, "time_alternating", fake_alternating)
-    per_element = harness.seconds_per_element_in_cache(calls, 7, 2)
-    assert counts == [harness.IN_CACHE_CALLS] * 2
-    extra = harness.IN_CACHE_SIZES[1] - harness.IN_CACHE_SIZES[0]
-    assert per_element == pytest.approx(0.020 / harness.IN_CACHE_CALLS / extra)
+
+def test_in_cache_floor_is_the_probe_time_per_element(monkeypatch):
+    """The compute floor is the median time of the probe's run (timed as the cases are)
+    over the elements it computes."""
+    runs = []
+    monkeypatch.setattr(harness, "time_alternating",
+                        lambda fns, repeat, warmup: [fn() for fn in fns] and [0.010])
+    in_cache = harness.InCache(lambda: runs.append(1), 4000, np.zeros((1, 1, 1), np.uint8))
+    assert harness.seconds_per_element_in_cache(in_cache, 7, 2) == pytest.approx(2.5e-6)
+    assert runs == [1]
 
 
 def test_ceiling_note_names_a_read_write_probe_for_cases_that_mostly_write():
@@ -357,7 +363,7 @@ def test_staging_bound_notes_add_staging_and_computing_in_turn(compute_ms, touch
     assert rows[0].note.startswith(verdict)
     assert "<= 0.89 with these tiles" in rows[0].note
     assert rows[0].note.endswith(
-        f"(our contiguous kernel with its operands in cache) {compute_ms:.2f} ms and fetching "
+        f"(our contiguous kernel's rows in cache) {compute_ms:.2f} ms and fetching "
         f"the lines of self our staging reads, in its order, {touches_ms:.2f} ms add up to "
         f"{compute_ms + touches_ms:.2f} ms, so elements/s vs it <= {bound}")
 
@@ -373,7 +379,8 @@ def test_measure_throughput_times_the_staged_probe_for_a_transposed_self(monkeyp
                                                                        run)))
     buffers = ((1, 64), (2, 64), (3, 64), (4, 64))
     case = Case("layout", lambda cfg, dev: harness.Setup(
-        lambda: None, None, 256, 16, in_cache=(lambda: None, lambda: None),
+        lambda: None, None, 256, 16,
+        in_cache=harness.InCache(lambda: None, 16, np.zeros((1, 1, 1), np.uint8)),
         reference=lambda: None, buffers=buffers, staged=(32, 8)), vs_case("other", 0.75))
     row = cases.measure_throughput(case, harness.Config(repeat=1, warmup=0))
     assert ("staged", 32, 8) in timed and ("triad", True) in timed
@@ -603,20 +610,52 @@ def test_torch_writes_where_our_call_writes(case):
         dev.release()
 
 
-@pytest.mark.parametrize(("case", "itemsize"), [("smooth_l1 f32 self transposed", 4),
-                                                ("smooth_l1 f16 self transposed", 2),
-                                                ("smooth_l1 bf16 none", 2),
-                                                ("l1 f16 mean", 2)])
-def test_loss_cases_time_their_compute_in_cache(case, itemsize):
-    """A loss case's in-cache calls (its compute floor; a transposed self's rows') are our
-    contiguous calls of its dtype on IN_CACHE_SIZES elements: each fills an output of that
-    many elements."""
+def _rows_as(rows: np.ndarray, k: int, dtype) -> np.ndarray:
+    """Operand k of every thread's rows of a compute probe, as float64."""
+    return rows[:, k].copy().view(dtype).astype(np.float64)
+
+
+@pytest.mark.parametrize(("case", "dtype", "beta", "scale"), [
+    ("smooth_l1 f32 self transposed", np.float32, 1.0, 1.0),
+    ("smooth_l1 f16 self transposed", np.float16, 1.0, 1.0),
+    ("smooth_l1 bf16 none", ml_dtypes.bfloat16, 1.0, 1.0),
+    ("l1 f16 mean", np.float16, 0.0, 1 / 4096)])
+def test_loss_cases_time_their_rows_in_cache(case, dtype, beta, scale):
+    """A loss case's compute floor (a transposed self's rows') is our rows of its dtype, its
+    beta and its scale (1/n for mean) on every thread's own in-cache operands: after a run
+    each thread's output row is g * slope(x - y) * scale, against float64."""
     cfg = SimpleNamespace(n=4096, side=64, quick=True)
     dev = harness.Device()
     try:
         s = next(c for c in CASES if c.name == case).setup(cfg, dev)
-        for call, n in zip(s.in_cache, harness.IN_CACHE_SIZES, strict=True):
-            written = [b for b in set(dev._buffers.values()) if _fills(call, b)]
-            assert [size for _, size in written] == [n * itemsize]
     finally:
         dev.release()
+    rows = s.in_cache.rows
+    assert rows.shape == (probe.THREADS, 4, probe.ROW_ELEMENTS * np.dtype(dtype).itemsize)
+    assert s.in_cache.elements == probe.THREADS * probe.ROW_ELEMENTS * probe.ROW_REPEATS
+    s.in_cache.run()
+    g, x, y, o = (_rows_as(rows, k, dtype) for k in range(4))
+    d = x - y
+    slope = np.sign(d) if beta == 0 else np.where(np.abs(d) < beta, d / beta, np.sign(d))
+    expected = (g * slope * scale).astype(dtype).astype(np.float64)
+    assert np.all(np.abs(g) > 0)  # every output is a product worth checking
+    np.testing.assert_allclose(o, expected, rtol=2 * float(ml_dtypes.finfo(dtype).eps), atol=0)
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_cases_time_their_rows_in_cache(approximate):
+    """A float32 GELU case's compute floor is our rows of its form on every thread's own
+    in-cache operands, self from the case's spread: after a run each output row is
+    g * GELU'(x), against torch in float64."""
+    cfg = SimpleNamespace(n=4096, side=64, quick=True)
+    dev = harness.Device()
+    try:
+        s = next(c for c in CASES if c.name == f"gelu f32 {approximate} U(+-8)").setup(cfg, dev)
+    finally:
+        dev.release()
+    s.in_cache.run()
+    g, x, o = (_rows_as(s.in_cache.rows, k, np.float32) for k in range(3))
+    assert np.abs(x).max() > 4  # U(+-8), not N(0, 1)
+    expected = torch.ops.aten.gelu_backward(torch.from_numpy(g), torch.from_numpy(x),
+                                            approximate=approximate).numpy()
+    np.testing.assert_allclose(o, expected, rtol=1e-5, atol=1e-6)

@@ -457,7 +457,14 @@ def _tile_shape(shape, strides, row_bytes: int, threads: int) -> tuple[int, int]
     4.2-5.6 ms, the rows alone 6.5-6.7 (5.9 with their inputs prefetched 8192 bytes ahead),
     the call 12.5-14.3 against 5.9-6.3 contiguous), and staging one block column of the
     next tile after each row of this one (two work areas) took 1.1x the time of staging and
-    computing in turn (13.9 against 12.4 ms; one thread 22.0-25.7 against 19.4-22.9).
+    computing in turn (13.9 against 12.4 ms; one thread 22.0-25.7 against 19.4-22.9). On
+    a Zen 3 EPYC (AVX2, 512 KiB of L2 a core, 32 MiB of L3; no huge pages in its VM), through
+    the benchmark: 0.47-0.60 with these tiles (float32 and float16), 0.50-0.51 with 4 MiB and
+    8 MiB ones, no better; a memory-only probe (self read a tile at a time, the others
+    streamed, float32) ran at 0.66-0.73 of the streamed triad with these tiles, 0.78-0.80
+    with 256 x 4096, 0.81-0.83 with 512 and 1024 x 4096, 0.68-0.74 with 512 x 2048 down to
+    2048 x 256: longer runs along self's rows help its reads, but not a call that also
+    stores and reads back the taller staged tile.
 
     Staged tiles are cut shorter where there would be fewer of them than `threads` (each
     tile is one thread's work): 1024 x 1024 float16 with self transposed, one tile of
