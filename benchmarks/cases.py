@@ -42,6 +42,7 @@ from .harness import (
     both,
     device_array,
     host_data,
+    paired_share,
     seconds_per_element_in_cache,
     streamed_and_torch,
     time_alternating,
@@ -71,8 +72,10 @@ def measure_throughput(case: Case, cfg: Config) -> Row:
     `harness.crossed_ratio`); for a case whose self is read transposed (`Setup.staged`),
     the streamed triad over its buffers, the probe that reads them as our staged tiles do,
     and the cache lines of self our staging fetches, touched alone (see
-    `note_staging_bounds`)."""
-    dev = Device()
+    `note_staging_bounds`). A case judged by its share of the streamed triad's speed times
+    the two again in pairs, `cfg.share_pairs` of them (`extra["floor_share"]`, see
+    `harness.paired_share`)."""
+    dev, share = Device(), None
     try:
         s = case.setup(cfg, dev)
         timed = {"ours": s.ours}
@@ -107,12 +110,16 @@ def measure_throughput(case: Case, cfg: Config) -> Row:
         if s.exact_products:
             times["exact_products"] = time_alternating([s.ours, s.exact_products],
                                                        cfg.repeat, cfg.warmup)
+        if target and target.floor_fraction and "floor" in timed:
+            share = paired_share(s.ours, timed["floor"], cfg.share_pairs, cfg.warmup)
         if s.in_cache:
             times["compute"] = seconds_per_element_in_cache(s.in_cache, cfg.repeat,
                                                             cfg.warmup) * s.elements
     finally:
         dev.release()
     row = Row(case.name, times["ours"], times.get("torch"), s.bytes_moved, s.elements)
+    if share is not None:
+        row.extra["floor_share"] = share._asdict()
     for key in ("triad", "floor", "reference", "compute", "staged", "staged_touches"):
         if key in times:
             row.extra[f"{key}_ms"] = times[key] * 1e3

@@ -20,6 +20,7 @@ from benchmarks.cases import (
 from benchmarks.harness import (
     Row,
     both,
+    paired_share,
     streamed_and_torch,
     time_alternating,
     vs_case,
@@ -110,6 +111,39 @@ def test_device_swap_exchanges_two_buffers_contents():
         assert back[0].tolist() == b.tolist() and back[1].tolist() == a.tolist()
     finally:
         dev.release()
+
+
+def test_paired_share_takes_each_pairs_ratio_before_the_median(monkeypatch):
+    """Memory that slows down for the second and third pairs: each pair's ratio is 0.9 or
+    0.2, where the ratio of the medians (2 / 10) would be the outlier's."""
+    timed = {"ours": [1.0, 10.0, 10.0, 4.0, 5.0], "probe": [0.9, 9.0, 2.0, 3.6, 4.5]}
+    calls = []
+    monkeypatch.setattr(harness, "alternating_times", lambda fns, pairs, warmup: (
+        calls.append((len(fns), pairs, warmup)) or [timed["ours"], timed["probe"]]))
+    share = paired_share(lambda: None, lambda: None, 5, 2)
+    assert calls == [(2, 5, 2)]
+    assert share.pairs == 5 and share.median == pytest.approx(0.9)
+    ratios = sorted(p / o for o, p in zip(timed["ours"], timed["probe"]))
+    assert share.low == pytest.approx(np.percentile(ratios, 25, method="weibull"))
+    assert share.high == pytest.approx(np.percentile(ratios, 75, method="weibull"))
+
+
+def test_paired_share_times_ours_then_the_probe_in_each_pair():
+    calls = []
+    share = paired_share(lambda: calls.append("ours"), lambda: calls.append("probe"), 3, 1)
+    assert calls == ["ours", "probe"] * 4 and share.pairs == 3 and share.median > 0
+
+
+def test_streamed_and_torch_judges_by_the_paired_share_where_there_is_one():
+    target = streamed_and_torch(0.85, 1.0)
+    row = Row("loss", ours_s=0.010, torch_s=0.012, extra={"floor_ms": 8.0})
+    row.extra["floor_share"] = harness.PairedShare(0.88, 0.84, 0.91, 31)._asdict()
+    ok, detail = target.check(row, {})
+    assert row.streamed_fraction == 0.88 and ok is True
+    assert "x streamed triad 0.88 (>= 0.85), the median of 31 pairs (quartiles 0.84-0.91)" \
+        in detail
+    row.extra["floor_share"]["median"] = 0.84
+    assert target.check(row, {})[0] is False
 
 
 def test_streamed_and_torch_judges_against_the_streamed_probe():
@@ -291,6 +325,23 @@ def test_measure_throughput_runs_the_probes_over_the_cases_buffers(monkeypatch):
     row = cases.measure_throughput(case, harness.Config(repeat=1, warmup=0))
     assert (buffers, False) in over and (buffers, True) in over
     assert "triad_ms" in row.extra and "floor_ms" in row.extra
+    assert "floor_share" not in row.extra  # judged by torch/ours alone
+
+
+def test_measure_throughput_pairs_ours_with_the_streamed_triad_for_a_share_target(
+        monkeypatch):
+    over = []
+    monkeypatch.setattr(probe, "triad_over",
+                        lambda buffers, streamed: lambda: over.append(streamed))
+    buffers = ((1, 64), (2, 64), (3, 64), (4, 64))
+    case = Case("loss", lambda cfg, dev: harness.Setup(lambda: None, lambda: None, 256, 16,
+                                                       buffers=buffers),
+                streamed_and_torch(0.85, 1.0))
+    cfg = harness.Config(repeat=1, warmup=0)
+    row = cases.measure_throughput(case, cfg)
+    assert row.extra["floor_share"]["pairs"] == cfg.share_pairs == 31
+    assert over.count(True) == 1 + cfg.share_pairs  # once alongside torch, then the pairs
+    assert row.streamed_fraction == row.extra["floor_share"]["median"]
 
 
 @pytest.mark.parametrize(("side", "run_words"), [(64, 16), (64, 32), (96, 48)])
