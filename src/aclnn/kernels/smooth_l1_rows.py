@@ -47,7 +47,13 @@ each take most of the call, which ran at 0.81-0.91 of that triad in 16 bits and 
 in float32 (medians over 30-60 alternations through the two-phase API; the float32 kernel
 called directly 0.89-0.95), the same probe timed twice in one alternation 0.94-1.02 of
 itself. Prefetch distances of 2048, 8192 and 16384 bytes there differed by less than
-that noise.
+that noise, as did the t1 prefetch hint against t0 (0.88-0.90 against 0.86-0.89). The F16C
+conversions are most of the float16 rows' compute there: a loop doing nothing else
+(o = f16(f32(x) + f32(y) + f32(g)), vectorised by LLVM) ran in cache at 0.16-0.21 ns
+per element on one thread where the L1 row ran at 0.21-0.27; x - y as a fused
+multiply-add (off the pipes the conversions use) was no faster. When memory is fast (the
+triad over a case's buffers in 2.0-2.4 ms rather than 3.0-4.2) the 16-bit calls ran at
+0.74-0.80 of the triad's speed, in slower spells at 0.80-0.97.
 """
 
 from __future__ import annotations
