@@ -259,13 +259,11 @@ def _loss_rows(code, rows, factor, mode, scale, repeats):
     `code`)."""
     for t in prange(rows.shape[0]):
         pad = np.empty(smooth_l1_rows.PAD_BYTES, np.uint8)
-        ahead = (smooth_l1_rows.FLAT_PREFETCH_BYTES_BF16 if code == bits.BF16
-                 else smooth_l1_rows.FLAT_PREFETCH_BYTES)
         n = rows.shape[2] // element_bytes(code)
         g, x, y, o = rows[t, 0], rows[t, 1], rows[t, 2], rows[t, 3]
         for _ in range(repeats):
             smooth_l1_rows.smooth_l1_row(code, g, 0, x, 0, y, 0, o, 0, n, factor, mode, scale,
-                                         True, False, pad, ahead)
+                                         True, False, pad, smooth_l1_rows.FLAT_PREFETCH_BYTES)
 
 
 @numba.njit(parallel=True, cache=True, error_model="numpy")

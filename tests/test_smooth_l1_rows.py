@@ -21,7 +21,7 @@ from benchmarks import isa
 from numba import njit
 
 import reference as R
-from aclnn.kernels import lanes, pointwise, smooth_l1_rows
+from aclnn.kernels import pointwise, smooth_l1_rows
 from aclnn.kernels.bits import BF16, F16, F32
 from aclnn.kernels.typed import VIEW_DTYPE
 
@@ -198,15 +198,14 @@ print(" ".join(sorted(set(re.findall(r"\\tprefetcht0\\t(\\d+)\\(", asm)))))
 @pytest.mark.parametrize("level", ["native", "avx2"])
 @pytest.mark.parametrize("code", [F16, BF16])
 def test_contiguous_16bit_loop_prefetch_distance(level, code, tmp_path):
-    """The contiguous kernel's 16-bit loops prefetch their inputs FLAT_PREFETCH_BYTES ahead
-    (FLAT_PREFETCH_BYTES_BF16 for bfloat16; a pair of vectors: one line, or two where a
-    vector is half a line): 512 and 2048 bytes built for AVX-512, 8192 for AVX2."""
+    """The contiguous kernel's 16-bit loops prefetch their inputs FLAT_PREFETCH_BYTES (512)
+    bytes ahead, natively and built for AVX2 (a pair of vectors: one line, or two where a
+    vector is half a line)."""
     env = {**os.environ, **(isa.ENVIRONMENTS["avx2"] if level == "avx2" else {}),
            "NUMBA_CACHE_DIR": str(tmp_path)}
     done = subprocess.run([sys.executable, "-c", _PREFETCH_DISTANCES, str(code)],
                           capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    native = {F16: 512, BF16: 2048}[code] if lanes.LINE_VECTORS else 8192
-    ahead = native if level == "native" else 8192
+    ahead = smooth_l1_rows.FLAT_PREFETCH_BYTES
     assert set(map(int, done.stdout.split())) <= {ahead, ahead + 64}
     assert ahead in set(map(int, done.stdout.split()))

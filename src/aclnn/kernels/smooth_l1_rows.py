@@ -66,7 +66,6 @@ from numba.extending import intrinsic
 from .bits import BF16, F16, F32, copy_bytes, element_bytes, store_fence
 from .lanes import (
     LANES,
-    LINE_VECTORS,
     VF,
     as_i1,
     broadcast,
@@ -81,24 +80,20 @@ from .typed import element_code
 
 BLOCK = 4096  # elements per row
 RUNS = 64  # parallel work items
-# How far ahead of its loads the contiguous kernel's 16-bit loop prefetches. 16M elements,
-# alternating in one process, as fractions of a streamed triad moving the same bytes:
-# - built for AVX2 (one 64-byte line takes two vector stores), 8192 bytes against 512:
-#   float16 1.22-1.30 against 0.70-0.78 when memory was fast (triad 1.3 ms), 1.05-1.09
-#   against 0.95-0.97 when slower (2.3 ms), in later runs 1.06 against 1.02, 0.94 against
-#   0.96 (10 ms pause before each call, as the benchmark times); bfloat16 1.11 against
-#   0.94, later 1.04 against 1.06;
-# - built for AVX-512 (a vector fills a line, `LINE_VECTORS`): first the same (float16
-#   1.03-1.08 against 0.98-1.10, bfloat16 1.03 against 0.91), then in four later runs
-#   float16 1.04-1.05 against 1.15-1.17 and bfloat16 1.02-1.04 against 1.07: 512 there.
-# bfloat16 rows in the unpacked lane order (`lanes._UNPACKED`), built for AVX-512, 512 /
-# 2048 / 4096 bytes, alternating in one process: 2.42-2.44 / 2.32-2.35 / 2.44 ms in three
-# runs while a plain triad took 1.31 ms; 1.62-1.69 / 1.39-1.41 in three runs and 4096 at
-# 1.44 in one while it took 0.84. float16 there: 2.20-2.23 / 2.30-2.34 / 2.39-2.41 and
-# 1.40-1.43 / 1.35-1.40 / 1.45, so it keeps 512. Built for AVX2, 4096 and 8192 bytes ran
-# alike (1.18-1.23 ms, both dtypes).
-FLAT_PREFETCH_BYTES = 512 if LINE_VECTORS else 8192
-FLAT_PREFETCH_BYTES_BF16 = 2048 if LINE_VECTORS else 8192
+# How far ahead of its loads the contiguous kernel's 16-bit loop prefetches, in bytes, for
+# every build and dtype. On a Zen 4 EPYC (AVX-512 with AVX512_BF16), 16M elements, the
+# streaming stores, variants alternating in one process with the streamed triad over the
+# same buffers (31 rounds, 10 ms pause before each call), median share of that triad:
+# - built for AVX2: 512 bytes 0.88-0.95 (float16 and bfloat16, SmoothL1 and L1, six runs),
+#   256 0.86-0.95, 1024 0.81-0.95, 2048 0.77-0.94, 8192 (the distance before) 0.71-0.82,
+#   no prefetch 0.78-0.91;
+# - built for AVX-512: bfloat16 512 bytes 1.00-1.04 against 0.87 at 2048 (before), 0.90-0.92
+#   at 1024, 0.88-0.99 without; float16 1.00-1.02 at 512 (two identical variants), 0.94 at
+#   1024.
+# Earlier, on an AVX-512 machine of this project, 8192 had run ahead of 512 built for AVX2
+# (float16 1.22-1.30 against 0.70-0.78 of the triad, later within 4 % of each other), and
+# on a Zen 3 EPYC (AVX2) 2048-16384 bytes differed by less than the noise.
+FLAT_PREFETCH_BYTES = 512
 # The tiled kernel's rows do not prefetch. They went 512 bytes ahead (8192 made a
 # broadcast target 1.07-1.10x as slow), 8192 where an operand is staged (a transposed self
 # took 0.93-0.95x the time of 512); later, 4096 x 4096 alternating in one process,
@@ -274,12 +269,10 @@ def smooth_l1_flat(g, x, y, o, factor, mode, scale, streaming):
     runs = min(blocks, RUNS)
     for run in prange(runs):
         pad = np.empty(PAD_BYTES, np.uint8)
-        # a constant where the loop is compiled (a value from outside prange is not)
-        ahead = FLAT_PREFETCH_BYTES_BF16 if element_code(o) == BF16 else FLAT_PREFETCH_BYTES
         for b in range(run * blocks // runs, (run + 1) * blocks // runs):
             at = b * BLOCK * o.itemsize
             smooth_l1_row(code, gb, at, xb, at, yb, at, ob, at, min(BLOCK, n - b * BLOCK),
-                          factor, mode, scale, has_grad, streaming, pad, ahead)
+                          factor, mode, scale, has_grad, streaming, pad, FLAT_PREFETCH_BYTES)
         if streaming:
             store_fence()
 
@@ -293,7 +286,6 @@ def smooth_l1_block(g, x, y, o, factor, mode, scale):
     code = element_code(o)
     xb = x.view(np.uint8)
     gb = xb if g is None else g.view(np.uint8)
-    ahead = FLAT_PREFETCH_BYTES_BF16 if code == BF16 else FLAT_PREFETCH_BYTES
     smooth_l1_row(code, gb, 0, xb, 0, y.view(np.uint8), 0, o.view(np.uint8), 0, o.size,
                   factor, mode, scale, g is not None, False, np.empty(PAD_BYTES, np.uint8),
-                  ahead)
+                  FLAT_PREFETCH_BYTES)
