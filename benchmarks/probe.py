@@ -274,7 +274,8 @@ def _gelu_rows(rows, use_tanh, tail, repeats):
         pad = np.empty(gelu_rows.PAD_BYTES, np.uint8)
         g, x, o = rows[t, 0], rows[t, 1], rows[t, 2]
         for _ in range(repeats):
-            gelu_rows.gelu_row(x, 0, g, 0, o, 0, rows.shape[2] // 4, use_tanh, tail, pad)
+            gelu_rows.gelu_row(x, 0, g, 0, o, 0, rows.shape[2] // 4, use_tanh, tail, pad,
+                               gelu_rows.FLAT_PREFETCH_BYTES)
 
 
 def _rows(dtype, inputs: int, spread: str = "normal") -> np.ndarray:

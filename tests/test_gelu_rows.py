@@ -8,13 +8,17 @@ rounded once; and contiguous, strided and streamed runs to the same bits.
 """
 
 import math
+import os
 import platform
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import ml_dtypes
 import numpy as np
 import pytest
+from benchmarks import isa
 from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
@@ -286,7 +290,7 @@ def _scalar_derivatives(x, use_tanh, erf_tail):
 
 @njit
 def _erf_vectors(x, g, o, vectors):
-    gelu_rows._vectors(x, 0, g, 0, o, 0, vectors, False, gelu_rows.ERF_NORMAL)
+    gelu_rows._vectors(x, 0, g, 0, o, 0, vectors, False, gelu_rows.ERF_NORMAL, None)
 
 
 @pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"),
@@ -459,3 +463,30 @@ def test_one_block_kernel_gives_the_contiguous_kernels_bits(approximate, n):
         out = np.zeros(n, np.float32)
         gelu_rows.gelu_block(g, x, out, approximate == "tanh", tail)
         assert _same_bits(out, _run(g, x, approximate, code=code)), code
+
+
+_PREFETCHES = """
+import re, numpy as np
+from aclnn.kernels import gelu_rows
+kernel = gelu_rows.gelu_flat  # compiled here: NUMBA_CACHE_DIR is empty
+raw = np.zeros(4096, np.uint8)
+out = raw[-raw.ctypes.data % 64:][:1024].view(np.float32)  # streamed: on a line
+a = np.zeros(256, np.float32)
+kernel(a, a, out, False, gelu_rows.erf_tail(gelu_rows.F32), True)
+print(len(re.findall(r"\\tprefetcht0\\s", kernel.inspect_asm(kernel.signatures[0]))))
+"""
+
+
+@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"),
+                    reason="the instructions checked are x86's")
+@pytest.mark.parametrize("level", ["native", "avx2"])
+def test_contiguous_rows_prefetch_x_and_g(level, tmp_path):
+    """The contiguous kernel's rows prefetch x and g (`lanes.FLAT_PREFETCH_BYTES` ahead:
+    two lines of each per step of two vectors, in each form and each loop of a row),
+    natively and built for AVX2."""
+    env = {**os.environ, **(isa.ENVIRONMENTS["avx2"] if level == "avx2" else {}),
+           "NUMBA_CACHE_DIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", _PREFETCHES], capture_output=True,
+                          text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert int(done.stdout) >= 2 * 2 * 2  # two forms, x and g, two lines

@@ -26,7 +26,9 @@ cache and 3-6 % on 16M elements (torch/ours 1.53-1.63 against 1.47-1.57, alterna
 one process), but t then depends on the other lane's value (27 % of them 1-2 ULP off 1/d;
 after one FMA correction step 8 in 85M, at 2.5 % faster): a result would depend on its
 neighbour, so it was not taken. x and g prefetched 512 or 2048 bytes ahead of each step
-made 16M elements slower (20.4-20.9 ms against 19.6-19.9, two threads).
+made 16M elements slower there (20.4-20.9 ms against 19.6-19.9, two threads), but 10-15 %
+faster on a Zen 4 EPYC, built for AVX2 or AVX-512: the contiguous kernel's rows go
+`lanes.FLAT_PREFETCH_BYTES` ahead, the tiled kernel's do not prefetch.
 
 Both forms reduce to an exponential e**(-z/2) of z = a**2 (erf) or 4|u| (tanh), taken as
 exact for z <= 260 (the tanh form clamps its input where the result is already exactly 0
@@ -97,7 +99,17 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from .bits import CACHE_LINE_BYTES, F32, copy_bytes, store_fence, stream_f32x16
-from .lanes import LANES, array_data, broadcast, function, splat, split_row, store
+from .lanes import (
+    FLAT_PREFETCH_BYTES,
+    LANES,
+    array_data,
+    broadcast,
+    function,
+    prefetch,
+    splat,
+    split_row,
+    store,
+)
 
 BLOCK = 4096  # elements per row of the contiguous kernel
 RUNS = 64  # its parallel work items
@@ -306,10 +318,11 @@ def _row_block(use_tanh: bool):
     the erf form 1 % faster in cache and 3 % faster on 16M elements (18.6-18.9 ms against
     19.2-19.8, two threads, processes alternating), the tanh form 2.5-3 % slower; both
     forms keep two everywhere."""
-    def block(typingctx, x, x_at, g, g_at, o, o_at, vectors, erf_tail):
+    def block(typingctx, x, x_at, g, g_at, o, o_at, vectors, erf_tail, ahead):
         def codegen(context, builder, signature, args):
             data = array_data(context, builder, signature, args)
-            _, x_at, _, g_at, _, o_at, vectors, erf_tail = args
+            _, x_at, _, g_at, _, o_at, vectors, erf_tail, ahead = args
+            prefetching = not isinstance(signature.args[-1], types.NoneType)
 
             def step(first, lanes):
                 """o = g * GELU'(x) for the `lanes` elements from element `first`."""
@@ -323,6 +336,11 @@ def _row_block(use_tanh: bool):
                     pointer = builder.gep(data(i), [builder.add(base, offset)])
                     return builder.bitcast(pointer, math_.vf.as_pointer())
 
+                if prefetching and lanes == 2 * LANES:  # the step's two lines of x and g
+                    for i, base in ((0, x_at), (2, g_at)):
+                        for line in (0, CACHE_LINE_BYTES):
+                            ahead_of = builder.add(offset, builder.add(ahead, ahead.type(line)))
+                            prefetch(builder, builder.gep(data(i), [builder.add(base, ahead_of)]))
                 product = builder.fmul(builder.load(at(2, g_at), align=1),
                                        derivative(builder.load(at(0, x_at), align=1)))
                 store(builder, F32, product, at(4, o_at))
@@ -336,7 +354,8 @@ def _row_block(use_tanh: bool):
             return context.get_dummy_value()
 
         return types.none(x, types.intp, g, types.intp, o, types.intp, types.intp,
-                          types.float32), codegen
+                          types.float32,
+                          ahead if isinstance(ahead, types.NoneType) else types.intp), codegen
     block.__doc__ = _row_block.__doc__
     return intrinsic(block)
 
@@ -345,11 +364,11 @@ _erf_block, _tanh_block = _row_block(False), _row_block(True)
 
 
 @njit(inline="always", error_model="numpy")
-def _vectors(x, x_at, g, g_at, o, o_at, vectors, use_tanh, erf_tail):
+def _vectors(x, x_at, g, g_at, o, o_at, vectors, use_tanh, erf_tail, ahead):
     if use_tanh:
-        _tanh_block(x, x_at, g, g_at, o, o_at, vectors, erf_tail)
+        _tanh_block(x, x_at, g, g_at, o, o_at, vectors, erf_tail, ahead)
     else:
-        _erf_block(x, x_at, g, g_at, o, o_at, vectors, erf_tail)
+        _erf_block(x, x_at, g, g_at, o, o_at, vectors, erf_tail, ahead)
 
 
 def erf_tail(code: int) -> np.float32:
@@ -376,43 +395,44 @@ PAD_BYTES = _SPAN_AT + 4 * LANES * (SPAN_VECTORS + 1)  # the `pad` scratch of a 
 
 
 @njit(inline="always", error_model="numpy")
-def gelu_row(x, x_at, g, g_at, o, o_at, n, use_tanh, erf_tail, pad, streaming=False):
+def gelu_row(x, x_at, g, g_at, o, o_at, n, use_tanh, erf_tail, pad, ahead, streaming=False):
     """o = g * GELU'(x) for a row of n float32 elements at byte offsets x_at, g_at, o_at of
     the uint8 arrays x, g, o (`erf_tail`: see `erf_tail`). `pad`, PAD_BYTES of uint8
     scratch: the last partial vector goes through it, so that every element is computed by
-    the same code. `streaming`: whole vectors are stored non-temporally (o_at aligned to a
-    vector; a `store_fence` before the results are used), computed SPAN_VECTORS at a time
-    into the pad and copied out from there. Streaming stores mixed into the vector loop
-    itself ran 4.5x slower wherever the stack held the loop's spilled registers at some
-    offsets within its page (one process in eight, and 1 to 7 of 41 call depths scanned,
-    on AVX2): a store there queued behind the streaming ones held up the loop's loads.
-    The span costs its copy: 16M elements built for AVX2, the erf form on one thread took
-    6.72-6.78 ms through it, 6.24-6.41 with plain stores from the loop, and on two threads
-    3.36-3.53 ms against 3.05-3.14 with streaming stores from the loop (eight alternating
-    pairs of processes). The 4.5x slowdown could not be made again on 2026-11-25, with the
-    loop of then or of now: over 256 stack offsets 16 bytes apart (one thread) the worst
-    re-measured 1.14x (now; then about 1.45x, one scan), none of 512 offsets of the stack
-    and of o above 1.3x, none of 32 processes of the loop of then on two threads (8
-    compiling it). Whole processes on one thread also ran about 1.8x slower at times,
-    through the span (2 of about 90) and from the loop (1 of about 15), for reasons not
-    found. So the span stays. On a Zen 1 EPYC (two threads, 16M elements, processes
-    alternating) streaming from the loop took 18.5-19.1 ms against 19.2-19.8 through the
-    span, and 24.3-24.6 ms with one vector per step (see `_row_block`)."""
+    the same code. `ahead`: x and g are prefetched that many bytes ahead of their loads
+    (None: not; decided where the row is compiled). `streaming`: whole vectors are stored
+    non-temporally (o_at aligned to a vector; a `store_fence` before the results are used),
+    computed SPAN_VECTORS at a time into the pad and copied out from there. Streaming stores
+    mixed into the vector loop itself ran 4.5x slower wherever the stack held the loop's
+    spilled registers at some offsets within its page (one process in eight, and 1 to 7 of
+    41 call depths scanned, on AVX2): a store there queued behind the streaming ones held up
+    the loop's loads. The span costs its copy: 16M elements built for AVX2, the erf form on
+    one thread took 6.72-6.78 ms through it, 6.24-6.41 with plain stores from the loop, and
+    on two threads 3.36-3.53 ms against 3.05-3.14 with streaming stores from the loop (eight
+    alternating pairs of processes). The 4.5x slowdown could not be made again on
+    2026-11-25, with the loop of then or of now: over 256 stack offsets 16 bytes apart (one
+    thread) the worst re-measured 1.14x (now; then about 1.45x, one scan), none of 512
+    offsets of the stack and of o above 1.3x, none of 32 processes of the loop of then on
+    two threads (8 compiling it). Whole processes on one thread also ran about 1.8x slower
+    at times, through the span (2 of about 90) and from the loop (1 of about 15), for
+    reasons not found. So the span stays. On a Zen 1 EPYC (two threads, 16M elements,
+    processes alternating) streaming from the loop took 18.5-19.1 ms against 19.2-19.8
+    through the span, and 24.3-24.6 ms with one vector per step (see `_row_block`)."""
     vectors, done, rest = split_row(F32, n)
     if streaming:
         span = _SPAN_AT + (-(pad.ctypes.data + _SPAN_AT)) % CACHE_LINE_BYTES
         for first in range(0, vectors, SPAN_VECTORS):
             count = min(SPAN_VECTORS, vectors - first)
             at = 4 * LANES * first
-            _vectors(x, x_at + at, g, g_at + at, pad, span, count, use_tanh, erf_tail)
+            _vectors(x, x_at + at, g, g_at + at, pad, span, count, use_tanh, erf_tail, ahead)
             stream_f32x16(o, o_at + at, pad, span, count)
     else:
-        _vectors(x, x_at, g, g_at, o, o_at, vectors, use_tanh, erf_tail)
+        _vectors(x, x_at, g, g_at, o, o_at, vectors, use_tanh, erf_tail, ahead)
     if rest:
         pad[:] = 0
         copy_bytes(pad, 0, x, x_at + done, rest)
         copy_bytes(pad, _PAD_BYTES, g, g_at + done, rest)
-        _vectors(pad, 0, pad, _PAD_BYTES, pad, 2 * _PAD_BYTES, 1, use_tanh, erf_tail)
+        _vectors(pad, 0, pad, _PAD_BYTES, pad, 2 * _PAD_BYTES, 1, use_tanh, erf_tail, None)
         copy_bytes(o, o_at + done, pad, 2 * _PAD_BYTES, rest)
 
 
@@ -431,7 +451,7 @@ def gelu_flat(g, x, o, use_tanh, erf_tail, streaming):
             start = b * BLOCK
             at = start * 4
             gelu_row(xb, at, gb, at, ob, at, min(BLOCK, n - start), use_tanh, erf_tail, pad,
-                     streaming)
+                     FLAT_PREFETCH_BYTES, streaming)
         if streaming:
             store_fence()
 
@@ -442,4 +462,4 @@ def gelu_block(g, x, o, use_tanh, erf_tail):
     thread: the same row, so the same bits, without a parallel launch of one run (see
     `smooth_l1_rows.smooth_l1_block`)."""
     gelu_row(x.view(np.uint8), 0, g.view(np.uint8), 0, o.view(np.uint8), 0, o.size, use_tanh,
-             erf_tail, np.empty(PAD_BYTES, np.uint8))
+             erf_tail, np.empty(PAD_BYTES, np.uint8), FLAT_PREFETCH_BYTES)

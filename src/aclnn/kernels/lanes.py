@@ -70,6 +70,29 @@ def prefetch(builder, pointer, passing: bool = False) -> None:
                  [pointer, i32(0), i32(0 if passing else 3), i32(1)])
 
 
+# How far ahead of their loads the contiguous kernels' rows prefetch their inputs, in bytes,
+# in every build: the 16-bit SmoothL1 / L1 loops (`smooth_l1_rows`) and the float32 GELU
+# rows (`gelu_rows`). SmoothL1 / L1 on a Zen 4 EPYC (AVX-512 with AVX512_BF16): 16M
+# elements, streaming stores, variants alternating in one process with the streamed triad
+# over the same buffers (31 rounds, 10 ms pause before each call), median share of it:
+# - built for AVX2: 512 bytes 0.88-0.95 (float16 and bfloat16, SmoothL1 and L1, six runs),
+#   256 0.86-0.95, 1024 0.81-0.95, 2048 0.77-0.94, 8192 (the distance before) 0.71-0.82,
+#   no prefetch 0.78-0.91;
+# - built for AVX-512: bfloat16 512 bytes 1.00-1.04 against 0.87 at 2048 (before), 0.90-0.92
+#   at 1024, 0.88-0.99 without; float16 1.00-1.02 at 512 (two identical variants), 0.94 at
+#   1024.
+# Earlier, on an AVX-512 machine of this project, 8192 had run ahead of 512 built for AVX2
+# (float16 1.22-1.30 against 0.70-0.78 of the triad, later within 4 % of each other), and
+# on a Zen 3 EPYC (AVX2) 2048-16384 bytes differed by less than the noise.
+# GELU (x and g, the step's two lines of each), 16M elements on the Zen 4, variants
+# alternating in one process on the same buffers, N(0, 1) and U(+-8): erf form built for
+# AVX2 7.5-8.5 ms at 512 and 1024 bytes against 8.8-9.2 without (2048: 7.8-8.5), for
+# AVX-512 5.3-5.7 against 6.1-6.5; the tanh form for AVX2 14.1-14.5 against 15.1-16.4, for
+# AVX-512 8.0 against 9.0-9.7. On a Zen 1 EPYC (AVX2) 512 or 2048 bytes had made the erf
+# form slower (20.4-20.9 ms against 19.6-19.9).
+FLAT_PREFETCH_BYTES = 512
+
+
 def as_i1(builder, flag):
     """A Numba boolean argument (i1 or i8) as an i1."""
     if flag.type == ir.IntType(1):

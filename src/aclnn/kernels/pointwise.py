@@ -280,7 +280,7 @@ def _tile(params, bufs, meta, place, rows, n, work, work_bytes, areas, streaming
     (factor, mode, scale) (see `smooth_l1_rows.slope_factor`), GELU for (use_tanh,
     erf_tail) (see `gelu_rows.erf_tail`), told apart when the kernel is compiled (see the
     overload below); `row_code`: the dtype the rows are computed in (see `_row_code`). The
-    16-bit SmoothL1 / L1 rows do not prefetch (see `smooth_l1_rows.FLAT_PREFETCH_BYTES`)."""
+    rows do not prefetch (see `smooth_l1_rows`, the note after RUNS, and `gelu_rows`)."""
     raise NotImplementedError("compiled code only")
 
 
@@ -314,7 +314,7 @@ def _tile_of(params, bufs, meta, place, rows, n, work, work_bytes, areas, stream
         for r in range(rows):
             _convert_rows(bufs, meta, place, r, n, work, work_bytes, areas, F32)
             gelu_row(x, _row_at(place, 1, r), g, _row_at(place, 0, r), o,
-                     _row_at(place, 2, r), n, use_tanh, tail, pad,
+                     _row_at(place, 2, r), n, use_tanh, tail, pad, None,
                      _streamed(o, place, 2, r, streaming))
             _flush_row(bufs, meta, place, r, n, work, work_bytes, areas, F32)
     return gelu

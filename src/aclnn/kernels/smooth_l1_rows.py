@@ -31,8 +31,8 @@ The 16-bit loops, slowed by their conversions, also prefetch their operands ahea
 elements, 2 threads, AVX2, alternating with the loop without it: float16 0.82-0.94 of the
 time, bfloat16 0.84-0.89 (one thread: 0.86 and 0.77), in cache unchanged; the float32
 loop gained 2 % (noise), so it has none. How far ahead is the caller's choice: the
-contiguous kernel goes FLAT_PREFETCH_BYTES ahead; the tiled kernel's rows do not prefetch
-(see FLAT_PREFETCH_BYTES).
+contiguous kernel goes `lanes.FLAT_PREFETCH_BYTES` ahead; the tiled kernel's rows do not
+prefetch (see the note after RUNS).
 
 On a Zen 1 EPYC (AVX2, 2 threads) the float16 SmoothL1 and L1 loops compute in cache at
 5.2-5.6 ms per 16M elements, about the 5.7-6.0 ms in which a streamed triad moves their
@@ -65,6 +65,7 @@ from numba.extending import intrinsic
 
 from .bits import BF16, F16, F32, copy_bytes, element_bytes, store_fence
 from .lanes import (
+    FLAT_PREFETCH_BYTES,
     LANES,
     VF,
     as_i1,
@@ -80,20 +81,6 @@ from .typed import element_code
 
 BLOCK = 4096  # elements per row
 RUNS = 64  # parallel work items
-# How far ahead of its loads the contiguous kernel's 16-bit loop prefetches, in bytes, for
-# every build and dtype. On a Zen 4 EPYC (AVX-512 with AVX512_BF16), 16M elements, the
-# streaming stores, variants alternating in one process with the streamed triad over the
-# same buffers (31 rounds, 10 ms pause before each call), median share of that triad:
-# - built for AVX2: 512 bytes 0.88-0.95 (float16 and bfloat16, SmoothL1 and L1, six runs),
-#   256 0.86-0.95, 1024 0.81-0.95, 2048 0.77-0.94, 8192 (the distance before) 0.71-0.82,
-#   no prefetch 0.78-0.91;
-# - built for AVX-512: bfloat16 512 bytes 1.00-1.04 against 0.87 at 2048 (before), 0.90-0.92
-#   at 1024, 0.88-0.99 without; float16 1.00-1.02 at 512 (two identical variants), 0.94 at
-#   1024.
-# Earlier, on an AVX-512 machine of this project, 8192 had run ahead of 512 built for AVX2
-# (float16 1.22-1.30 against 0.70-0.78 of the triad, later within 4 % of each other), and
-# on a Zen 3 EPYC (AVX2) 2048-16384 bytes differed by less than the noise.
-FLAT_PREFETCH_BYTES = 512
 # The tiled kernel's rows do not prefetch. They went 512 bytes ahead (8192 made a
 # broadcast target 1.07-1.10x as slow), 8192 where an operand is staged (a transposed self
 # took 0.93-0.95x the time of 512); later, 4096 x 4096 alternating in one process,
