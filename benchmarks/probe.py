@@ -263,7 +263,7 @@ def _loss_rows(code, rows, factor, mode, scale, repeats):
         g, x, y, o = rows[t, 0], rows[t, 1], rows[t, 2], rows[t, 3]
         for _ in range(repeats):
             smooth_l1_rows.smooth_l1_row(code, g, 0, x, 0, y, 0, o, 0, n, factor, mode, scale,
-                                         True, False, pad, smooth_l1_rows.FLAT_PREFETCH_BYTES)
+                                         True, False, pad, smooth_l1_rows.PREFETCH_BYTES)
 
 
 @numba.njit(parallel=True, cache=True, error_model="numpy")
@@ -275,7 +275,7 @@ def _gelu_rows(rows, use_tanh, tail, repeats):
         g, x, o = rows[t, 0], rows[t, 1], rows[t, 2]
         for _ in range(repeats):
             gelu_rows.gelu_row(x, 0, g, 0, o, 0, rows.shape[2] // 4, use_tanh, tail, pad,
-                               gelu_rows.FLAT_PREFETCH_BYTES)
+                               gelu_rows.PREFETCH_BYTES)
 
 
 def _rows(dtype, inputs: int, spread: str = "normal") -> np.ndarray:

@@ -481,7 +481,7 @@ print(len(re.findall(r"\\tprefetcht0\\s", kernel.inspect_asm(kernel.signatures[0
                     reason="the instructions checked are x86's")
 @pytest.mark.parametrize("level", ["native", "avx2"])
 def test_contiguous_rows_prefetch_x_and_g(level, tmp_path):
-    """The contiguous kernel's rows prefetch x and g (`lanes.FLAT_PREFETCH_BYTES` ahead:
+    """The contiguous kernel's rows prefetch x and g (`lanes.PREFETCH_BYTES` ahead:
     two lines of each per step of two vectors, in each form and each loop of a row),
     natively and built for AVX2."""
     env = {**os.environ, **(isa.ENVIRONMENTS["avx2"] if level == "avx2" else {}),

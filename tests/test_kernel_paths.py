@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import aclnn
-from aclnn.kernels import pointwise
+from aclnn.kernels import lanes, pointwise
 from reference import bits, check_output, compute, golden, layout_strides, strided_device
 from support import cached_assembly
 
@@ -286,11 +286,14 @@ def test_staging_asks_for_the_next_block_column():
 
 @pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"),
                     reason="the instructions checked are x86's")
-def test_tiled_16bit_rows_do_not_prefetch():
+def test_tiled_16bit_rows_prefetch_their_inputs():
     """The tiled kernel's 16-bit SmoothL1 rows - of a transposed self, a broadcast target,
-    any layout: one compiled code - make no prefetch of their own (the contiguous
-    kernel's do, with prefetcht0: see test_smooth_l1_rows)."""
-    assert not re.search(r"\tprefetcht0\s", _tiled_f16_asm())
+    any layout: one compiled code - prefetch their inputs as the contiguous kernel's do
+    (prefetcht0, `lanes.PREFETCH_BYTES` ahead: see test_smooth_l1_rows), besides the
+    staging's non-temporal prefetches."""
+    offsets = {int(hex_, 16) for hex_ in re.findall(r"\tprefetcht0\s+0x([0-9a-f]+)\(",
+                                                      _tiled_f16_asm())}  # objdump's
+    assert offsets and offsets <= {lanes.PREFETCH_BYTES, lanes.PREFETCH_BYTES + 64}, offsets
 
 
 @pytest.mark.parametrize("op", ["smooth_l1", "l1", "gelu"])

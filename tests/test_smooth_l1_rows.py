@@ -198,7 +198,7 @@ print(" ".join(sorted(set(re.findall(r"\\tprefetcht0\\t(\\d+)\\(", asm)))))
 @pytest.mark.parametrize("level", ["native", "avx2"])
 @pytest.mark.parametrize("code", [F16, BF16])
 def test_contiguous_16bit_loop_prefetch_distance(level, code, tmp_path):
-    """The contiguous kernel's 16-bit loops prefetch their inputs FLAT_PREFETCH_BYTES (512)
+    """The contiguous kernel's 16-bit loops prefetch their inputs PREFETCH_BYTES (512)
     bytes ahead, natively and built for AVX2 (a pair of vectors: one line, or two where a
     vector is half a line)."""
     env = {**os.environ, **(isa.ENVIRONMENTS["avx2"] if level == "avx2" else {}),
@@ -206,6 +206,6 @@ def test_contiguous_16bit_loop_prefetch_distance(level, code, tmp_path):
     done = subprocess.run([sys.executable, "-c", _PREFETCH_DISTANCES, str(code)],
                           capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    ahead = smooth_l1_rows.FLAT_PREFETCH_BYTES
+    ahead = smooth_l1_rows.PREFETCH_BYTES
     assert set(map(int, done.stdout.split())) <= {ahead, ahead + 64}
     assert ahead in set(map(int, done.stdout.split()))

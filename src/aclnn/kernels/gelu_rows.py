@@ -28,7 +28,7 @@ after one FMA correction step 8 in 85M, at 2.5 % faster): a result would depend 
 neighbour, so it was not taken. x and g prefetched 512 or 2048 bytes ahead of each step
 made 16M elements slower there (20.4-20.9 ms against 19.6-19.9, two threads), but 10-15 %
 faster on a Zen 4 EPYC, built for AVX2 or AVX-512: the contiguous kernel's rows go
-`lanes.FLAT_PREFETCH_BYTES` ahead, the tiled kernel's do not prefetch.
+`lanes.PREFETCH_BYTES` ahead, the tiled kernel's do not prefetch.
 
 Both forms reduce to an exponential e**(-z/2) of z = a**2 (erf) or 4|u| (tanh), taken as
 exact for z <= 260 (the tanh form clamps its input where the result is already exactly 0
@@ -100,8 +100,8 @@ from numba.extending import intrinsic
 
 from .bits import CACHE_LINE_BYTES, F32, copy_bytes, store_fence, stream_f32x16
 from .lanes import (
-    FLAT_PREFETCH_BYTES,
     LANES,
+    PREFETCH_BYTES,
     array_data,
     broadcast,
     function,
@@ -451,7 +451,7 @@ def gelu_flat(g, x, o, use_tanh, erf_tail, streaming):
             start = b * BLOCK
             at = start * 4
             gelu_row(xb, at, gb, at, ob, at, min(BLOCK, n - start), use_tanh, erf_tail, pad,
-                     FLAT_PREFETCH_BYTES, streaming)
+                     PREFETCH_BYTES, streaming)
         if streaming:
             store_fence()
 
@@ -462,4 +462,4 @@ def gelu_block(g, x, o, use_tanh, erf_tail):
     thread: the same row, so the same bits, without a parallel launch of one run (see
     `smooth_l1_rows.smooth_l1_block`)."""
     gelu_row(x.view(np.uint8), 0, g.view(np.uint8), 0, o.view(np.uint8), 0, o.size, use_tanh,
-             erf_tail, np.empty(PAD_BYTES, np.uint8), FLAT_PREFETCH_BYTES)
+             erf_tail, np.empty(PAD_BYTES, np.uint8), PREFETCH_BYTES)

@@ -70,11 +70,13 @@ def prefetch(builder, pointer, passing: bool = False) -> None:
                  [pointer, i32(0), i32(0 if passing else 3), i32(1)])
 
 
-# How far ahead of their loads the contiguous kernels' rows prefetch their inputs, in bytes,
-# in every build: the 16-bit SmoothL1 / L1 loops (`smooth_l1_rows`) and the float32 GELU
-# rows (`gelu_rows`). SmoothL1 / L1 on a Zen 4 EPYC (AVX-512 with AVX512_BF16): 16M
-# elements, streaming stores, variants alternating in one process with the streamed triad
-# over the same buffers (31 rounds, 10 ms pause before each call), median share of it:
+# How far ahead of their loads the row kernels prefetch their inputs, in bytes, in every
+# build: the 16-bit SmoothL1 / L1 loops (`smooth_l1_rows`; the contiguous kernel's and
+# the tiled kernel's rows) and the contiguous kernel's float32 GELU rows (`gelu_rows`; the
+# tiled kernel's GELU rows do not prefetch). SmoothL1 / L1 on a Zen 4 EPYC (AVX-512 with
+# AVX512_BF16): 16M elements, streaming stores, variants alternating in one process with
+# the streamed triad over the same buffers (31 rounds, 10 ms pause before each call),
+# median share of it:
 # - built for AVX2: 512 bytes 0.88-0.95 (float16 and bfloat16, SmoothL1 and L1, six runs),
 #   256 0.86-0.95, 1024 0.81-0.95, 2048 0.77-0.94, 8192 (the distance before) 0.71-0.82,
 #   no prefetch 0.78-0.91;
@@ -90,7 +92,15 @@ def prefetch(builder, pointer, passing: bool = False) -> None:
 # AVX-512 5.3-5.7 against 6.1-6.5; the tanh form for AVX2 14.1-14.5 against 15.1-16.4, for
 # AVX-512 8.0 against 9.0-9.7. On a Zen 1 EPYC (AVX2) 512 or 2048 bytes had made the erf
 # form slower (20.4-20.9 ms against 19.6-19.9).
-FLAT_PREFETCH_BYTES = 512
+# The tiled kernel's float16 SmoothL1 rows, 4096 x 4096 on the Zen 4, alternating in one
+# process with the contiguous call (15 rounds), rate against it: a target [4096, 1]
+# broadcast 1.11 at 512 bytes against 0.98 without built for AVX-512, 1.20-1.23 against
+# 0.95-1.03 for AVX2; a transposed self 0.46-0.49 against 0.43-0.49 and 0.50 against 0.48.
+# Before, they did not prefetch: on other machines of this project a broadcast target had
+# run -1 to +11 % faster without than at 512 bytes, a transposed self 0.69-0.86 without
+# against 0.69-0.82 at 8192, and on a Zen 1 EPYC 8192 had taken a transposed float16 self
+# 12.8-13.9 ms against 14.0-14.3 without.
+PREFETCH_BYTES = 512
 
 
 def as_i1(builder, flag):

@@ -51,7 +51,7 @@ from .bits import (
 from .gelu_rows import BLOCK as GELU_BLOCK
 from .gelu_rows import PAD_BYTES as GELU_PAD
 from .gelu_rows import erf_tail, gelu_block, gelu_flat, gelu_row
-from .lanes import prefetch_block_rows, transpose_x16
+from .lanes import PREFETCH_BYTES, prefetch_block_rows, transpose_x16
 from .launch import launch
 from .layout import MAX_RANK, coalesce
 from .smooth_l1_rows import BLOCK as SMOOTH_L1_BLOCK
@@ -280,7 +280,8 @@ def _tile(params, bufs, meta, place, rows, n, work, work_bytes, areas, streaming
     (factor, mode, scale) (see `smooth_l1_rows.slope_factor`), GELU for (use_tanh,
     erf_tail) (see `gelu_rows.erf_tail`), told apart when the kernel is compiled (see the
     overload below); `row_code`: the dtype the rows are computed in (see `_row_code`). The
-    rows do not prefetch (see `smooth_l1_rows`, the note after RUNS, and `gelu_rows`)."""
+    SmoothL1 / L1 rows prefetch their inputs as the contiguous kernel's do, the GELU rows
+    do not (see `lanes.PREFETCH_BYTES`)."""
     raise NotImplementedError("compiled code only")
 
 
@@ -302,7 +303,8 @@ def _tile_of(params, bufs, meta, place, rows, n, work, work_bytes, areas, stream
                 _convert_rows(bufs, meta, place, r, n, work, work_bytes, areas, row_code)
                 smooth_l1_row(row_code, g, _row_at(place, 0, r), x, _row_at(place, 1, r), y,
                               _row_at(place, 2, r), o, _row_at(place, 3, r), n, factor, mode,
-                              scale, True, _streamed(o, place, 3, r, streaming), pad, None)
+                              scale, True, _streamed(o, place, 3, r, streaming), pad,
+                              PREFETCH_BYTES)
                 _flush_row(bufs, meta, place, r, n, work, work_bytes, areas, row_code)
         return smooth_l1
 

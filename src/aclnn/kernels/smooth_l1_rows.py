@@ -31,8 +31,7 @@ The 16-bit loops, slowed by their conversions, also prefetch their operands ahea
 elements, 2 threads, AVX2, alternating with the loop without it: float16 0.82-0.94 of the
 time, bfloat16 0.84-0.89 (one thread: 0.86 and 0.77), in cache unchanged; the float32
 loop gained 2 % (noise), so it has none. How far ahead is the caller's choice: the
-contiguous kernel goes `lanes.FLAT_PREFETCH_BYTES` ahead; the tiled kernel's rows do not
-prefetch (see the note after RUNS).
+contiguous kernel and the tiled kernel's rows go `lanes.PREFETCH_BYTES` ahead.
 
 On a Zen 1 EPYC (AVX2, 2 threads) the float16 SmoothL1 and L1 loops compute in cache at
 5.2-5.6 ms per 16M elements, about the 5.7-6.0 ms in which a streamed triad moves their
@@ -65,8 +64,8 @@ from numba.extending import intrinsic
 
 from .bits import BF16, F16, F32, copy_bytes, element_bytes, store_fence
 from .lanes import (
-    FLAT_PREFETCH_BYTES,
     LANES,
+    PREFETCH_BYTES,
     VF,
     as_i1,
     broadcast,
@@ -81,16 +80,6 @@ from .typed import element_code
 
 BLOCK = 4096  # elements per row
 RUNS = 64  # parallel work items
-# The tiled kernel's rows do not prefetch. They went 512 bytes ahead (8192 made a
-# broadcast target 1.07-1.10x as slow), 8192 where an operand is staged (a transposed self
-# took 0.93-0.95x the time of 512); later, 4096 x 4096 alternating in one process,
-# 10 ms pause before each call, six runs, rate against the contiguous call: a transposed
-# self without prefetch against 8192 built for AVX-512 float16 0.73-0.81 against 0.69-0.72,
-# bfloat16 0.78-0.82 against 0.72-0.75; for AVX2 0.69-0.84 against 0.71-0.80 and 0.73-0.86
-# against 0.77-0.82; a broadcast target without prefetch against 512: -1 to +6 % built for
-# AVX-512, -1 to +11 % for AVX2. A prefetch 0 bytes ahead ran as fast as none. On a Zen 1
-# EPYC (AVX2) 8192 bytes ahead took a transposed float16 self 12.8-13.9 ms against
-# 14.0-14.3 without (three pairs of processes, alternating).
 _PAD = 4 * LANES  # one vector of float32; the pad holds x, y, g, o at 0, 64, 128, 192
 PAD_BYTES = 4 * _PAD  # the `pad` scratch of a row
 
@@ -259,7 +248,7 @@ def smooth_l1_flat(g, x, y, o, factor, mode, scale, streaming):
         for b in range(run * blocks // runs, (run + 1) * blocks // runs):
             at = b * BLOCK * o.itemsize
             smooth_l1_row(code, gb, at, xb, at, yb, at, ob, at, min(BLOCK, n - b * BLOCK),
-                          factor, mode, scale, has_grad, streaming, pad, FLAT_PREFETCH_BYTES)
+                          factor, mode, scale, has_grad, streaming, pad, PREFETCH_BYTES)
         if streaming:
             store_fence()
 
@@ -275,4 +264,4 @@ def smooth_l1_block(g, x, y, o, factor, mode, scale):
     gb = xb if g is None else g.view(np.uint8)
     smooth_l1_row(code, gb, 0, xb, 0, y.view(np.uint8), 0, o.view(np.uint8), 0, o.size,
                   factor, mode, scale, g is not None, False, np.empty(PAD_BYTES, np.uint8),
-                  FLAT_PREFETCH_BYTES)
+                  PREFETCH_BYTES)
