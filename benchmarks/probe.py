@@ -24,7 +24,7 @@ from numba.extending import intrinsic
 
 from aclnn.kernels import bits, gelu_rows, smooth_l1_rows
 from aclnn.kernels.bits import CACHE_LINE_BYTES, element_bytes, store_fence, stream_f32x16
-from aclnn.kernels.lanes import array_data
+from aclnn.kernels.lanes import PREFETCH_BYTES, array_data
 from aclnn.kernels.pointwise import BLOCK
 
 from .harness import InCache, Setup, device_array, host_data
@@ -263,7 +263,7 @@ def _loss_rows(code, rows, factor, mode, scale, repeats):
         g, x, y, o = rows[t, 0], rows[t, 1], rows[t, 2], rows[t, 3]
         for _ in range(repeats):
             smooth_l1_rows.smooth_l1_row(code, g, 0, x, 0, y, 0, o, 0, n, factor, mode, scale,
-                                         True, False, pad, smooth_l1_rows.PREFETCH_BYTES)
+                                         True, False, pad, PREFETCH_BYTES)
 
 
 @numba.njit(parallel=True, cache=True, error_model="numpy")
@@ -275,7 +275,7 @@ def _gelu_rows(rows, use_tanh, tail, repeats):
         g, x, o = rows[t, 0], rows[t, 1], rows[t, 2]
         for _ in range(repeats):
             gelu_rows.gelu_row(x, 0, g, 0, o, 0, rows.shape[2] // 4, use_tanh, tail, pad,
-                               gelu_rows.PREFETCH_BYTES)
+                               PREFETCH_BYTES)
 
 
 def _rows(dtype, inputs: int, spread: str = "normal") -> np.ndarray:
