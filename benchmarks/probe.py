@@ -263,7 +263,7 @@ def _loss_rows(code, rows, factor, mode, scale, repeats):
         g, x, y, o = rows[t, 0], rows[t, 1], rows[t, 2], rows[t, 3]
         for _ in range(repeats):
             smooth_l1_rows.smooth_l1_row(code, g, 0, x, 0, y, 0, o, 0, n, factor, mode, scale,
-                                         True, False, pad, PREFETCH_BYTES)
+                                         True, False, pad)
 
 
 @numba.njit(parallel=True, cache=True, error_model="numpy")

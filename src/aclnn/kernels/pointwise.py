@@ -51,7 +51,7 @@ from .bits import (
 from .gelu_rows import BLOCK as GELU_BLOCK
 from .gelu_rows import PAD_BYTES as GELU_PAD
 from .gelu_rows import erf_tail, gelu_block, gelu_flat, gelu_row
-from .lanes import PREFETCH_BYTES, prefetch_block_rows, transpose_x16
+from .lanes import prefetch_block_rows, transpose_x16
 from .launch import launch
 from .layout import MAX_RANK, coalesce
 from .smooth_l1_rows import BLOCK as SMOOTH_L1_BLOCK
@@ -303,8 +303,7 @@ def _tile_of(params, bufs, meta, place, rows, n, work, work_bytes, areas, stream
                 _convert_rows(bufs, meta, place, r, n, work, work_bytes, areas, row_code)
                 smooth_l1_row(row_code, g, _row_at(place, 0, r), x, _row_at(place, 1, r), y,
                               _row_at(place, 2, r), o, _row_at(place, 3, r), n, factor, mode,
-                              scale, True, _streamed(o, place, 3, r, streaming), pad,
-                              PREFETCH_BYTES)
+                              scale, True, _streamed(o, place, 3, r, streaming), pad)
                 _flush_row(bufs, meta, place, r, n, work, work_bytes, areas, row_code)
         return smooth_l1
 

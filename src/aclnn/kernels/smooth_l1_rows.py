@@ -30,8 +30,8 @@ over 16M elements on this project's machine (3.2-5.7 ms vs 4.1-6.9 ms, three run
 The 16-bit loops, slowed by their conversions, also prefetch their operands ahead: 16M
 elements, 2 threads, AVX2, alternating with the loop without it: float16 0.82-0.94 of the
 time, bfloat16 0.84-0.89 (one thread: 0.86 and 0.77), in cache unchanged; the float32
-loop gained 2 % (noise), so it has none. How far ahead is the caller's choice: the
-contiguous kernel and the tiled kernel's rows go `lanes.PREFETCH_BYTES` ahead.
+loop gained 2 % (noise), so it has none. The contiguous kernel's and the tiled kernel's
+rows go `lanes.PREFETCH_BYTES` ahead.
 
 On a Zen 1 EPYC (AVX2, 2 threads) the float16 SmoothL1 and L1 loops compute in cache at
 5.2-5.6 ms per 16M elements, about the 5.7-6.0 ms in which a streamed triad moves their
@@ -86,9 +86,10 @@ PAD_BYTES = 4 * _PAD  # the `pad` scratch of a row
 
 def _row_block(code: int):
     """The vector loop over `vectors` vectors of elements of `code` at byte offsets of
-    uint8 arrays (see `smooth_l1_row` for `factor`, `mode`, `has_grad` and `ahead`);
-    `scaled`: the scale is not 1 (else it is not multiplied by); `streaming`: stored
-    non-temporally (see `lanes.store`)."""
+    uint8 arrays (see `smooth_l1_row` for `factor`, `mode` and `has_grad`); `scaled`: the
+    scale is not 1 (else it is not multiplied by); `streaming`: stored non-temporally (see
+    `lanes.store`); `ahead`: how many bytes ahead a 16-bit loop prefetches its inputs
+    (None: it does not, decided where the loop is compiled)."""
     step_bytes = LANES * element_bytes(code)
 
     def block(typingctx, g, g_at, x, x_at, y, y_at, o, o_at, vectors, factor, scale, has_grad,
@@ -208,17 +209,17 @@ def _vectors(code, g, g_at, x, x_at, y, y_at, o, o_at, vectors, factor, mode, sc
 
 @njit(inline="always", error_model="numpy", fastmath={"contract"})
 def smooth_l1_row(code, g, g_at, x, x_at, y, y_at, o, o_at, n, factor, mode, scale,
-                  has_grad, streaming, pad, ahead):
+                  has_grad, streaming, pad):
     """o = g * slope(x - y) * scale (g unread without `has_grad`) for a row of n elements of
     one dtype (`code`) at byte offsets of the uint8 arrays g, x, y, o; the slope's quotient
     computed as `slope_factor` says (factor, mode). `streaming`: whole vectors are stored
     non-temporally (o_at aligned to 64 bytes; a `store_fence` before the results are used).
-    16-bit rows prefetch their inputs `ahead` bytes ahead of their loads (None: they do
-    not, decided where the row is compiled). The last partial vector goes through `pad`
-    (PAD_BYTES of uint8), so every element is computed by the same code."""
+    16-bit rows prefetch their inputs `lanes.PREFETCH_BYTES` ahead of their loads. The last
+    partial vector goes through `pad` (PAD_BYTES of uint8), so every element is computed by
+    the same code."""
     vectors, done, rest = split_row(code, n)
     _vectors(code, g, g_at, x, x_at, y, y_at, o, o_at, vectors, factor, mode, scale,
-             has_grad, streaming, ahead)
+             has_grad, streaming, PREFETCH_BYTES)
     if rest:
         pad[:] = 0
         copy_bytes(pad, 0, x, x_at + done, rest)
@@ -248,7 +249,7 @@ def smooth_l1_flat(g, x, y, o, factor, mode, scale, streaming):
         for b in range(run * blocks // runs, (run + 1) * blocks // runs):
             at = b * BLOCK * o.itemsize
             smooth_l1_row(code, gb, at, xb, at, yb, at, ob, at, min(BLOCK, n - b * BLOCK),
-                          factor, mode, scale, has_grad, streaming, pad, PREFETCH_BYTES)
+                          factor, mode, scale, has_grad, streaming, pad)
         if streaming:
             store_fence()
 
@@ -263,5 +264,4 @@ def smooth_l1_block(g, x, y, o, factor, mode, scale):
     xb = x.view(np.uint8)
     gb = xb if g is None else g.view(np.uint8)
     smooth_l1_row(code, gb, 0, xb, 0, y.view(np.uint8), 0, o.view(np.uint8), 0, o.size,
-                  factor, mode, scale, g is not None, False, np.empty(PAD_BYTES, np.uint8),
-                  PREFETCH_BYTES)
+                  factor, mode, scale, g is not None, False, np.empty(PAD_BYTES, np.uint8))
