@@ -67,15 +67,16 @@ def measure_throughput(case: Case, cfg: Config) -> Row:
     plain stores (the "x triad" yardstick) and one with streaming stores (the floor that
     bounds the reachable ratio, see `note_bandwidth_ceilings`); for a target relative
     to another case (`vs_case`), that case's call (`extra["reference_ms"]`), made on
-    this setup's buffers where it offers one (`Setup.reference`), and where both setups
-    name a `varied` input, timed again with those swapped (`extra["swapped_ms"]`, see
+    this setup's buffers where it offers one (`Setup.reference`), then the two again in
+    pairs (`extra["reference_share"]`) and, where both setups name a `varied` input, in
+    pairs once more with those swapped (`extra["swapped_share"]`, see
     `harness.crossed_ratio`); for a case whose self is read transposed (`Setup.staged`),
     the streamed triad over its buffers, the probe that reads them as our staged tiles do,
     and the cache lines of self our staging fetches, touched alone (see
     `note_staging_bounds`). A case judged by its share of the streamed triad's speed times
-    the two again in pairs, `cfg.share_pairs` of them (`extra["floor_share"]`, see
-    `harness.paired_share`)."""
-    dev, share = Device(), None
+    the two again in pairs (`extra["floor_share"]`). Each set of pairs is
+    `cfg.share_pairs` of them (see `harness.paired_share`)."""
+    dev, pairs = Device(), {}
     try:
         s = case.setup(cfg, dev)
         timed = {"ours": s.ours}
@@ -103,28 +104,29 @@ def measure_throughput(case: Case, cfg: Config) -> Row:
             timed["reference"] = reference.ours
         times = dict(zip(timed, time_alternating(list(timed.values()), cfg.repeat,
                                                  cfg.warmup)))
-        if reference is not None and s.varied is not None and reference.varied is not None:
-            dev.swap(s.varied, reference.varied)
-            times["swapped"] = time_alternating([s.ours, reference.ours], cfg.repeat,
-                                                cfg.warmup)
+        if reference is not None:
+            pairs["reference_share"] = paired_share(s.ours, reference.ours, cfg.share_pairs,
+                                                    cfg.warmup)
+            if s.varied is not None and reference.varied is not None:
+                dev.swap(s.varied, reference.varied)
+                pairs["swapped_share"] = paired_share(reference.ours, s.ours,
+                                                      cfg.share_pairs, cfg.warmup)
         if s.exact_products:
             times["exact_products"] = time_alternating([s.ours, s.exact_products],
                                                        cfg.repeat, cfg.warmup)
         if target and target.floor_fraction and "floor" in timed:
-            share = paired_share(s.ours, timed["floor"], cfg.share_pairs, cfg.warmup)
+            pairs["floor_share"] = paired_share(s.ours, timed["floor"], cfg.share_pairs,
+                                                cfg.warmup)
         if s.in_cache:
             times["compute"] = seconds_per_element_in_cache(s.in_cache, cfg.repeat,
                                                             cfg.warmup) * s.elements
     finally:
         dev.release()
     row = Row(case.name, times["ours"], times.get("torch"), s.bytes_moved, s.elements)
-    if share is not None:
-        row.extra["floor_share"] = share._asdict()
+    row.extra.update((key, share._asdict()) for key, share in pairs.items())
     for key in ("triad", "floor", "reference", "compute", "staged", "staged_touches"):
         if key in times:
             row.extra[f"{key}_ms"] = times[key] * 1e3
-    if "swapped" in times:
-        row.extra["swapped_ms"] = [t * 1e3 for t in times["swapped"]]
     if "exact_products" in times:
         row.extra["exact_products_ms"] = [t * 1e3 for t in times["exact_products"]]
     if "floor" in times and s.bytes_written:

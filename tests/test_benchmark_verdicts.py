@@ -46,30 +46,38 @@ def test_triad_fraction_prefers_the_same_bytes_probe():
     assert row.triad_fraction == pytest.approx(0.8)  # the probe took 8 ms for our 10
 
 
-def test_vs_case_uses_the_reference_timed_alongside():
+def _share(median: float) -> dict:
+    """A `paired_share` result as `Row.extra` holds it: the pairs' median and no spread."""
+    return harness.PairedShare(median, median, median, 31)._asdict()
+
+
+def test_vs_case_uses_the_reference_timed_alongside_in_pairs():
     target = vs_case("contiguous", 0.7)
     row = Row("transposed", ours_s=0.010, elements=1000)
     assert target.check(row, {})[0] is None
-    row.extra.update(reference_ms=6.0, reference_elements=1000)
+    row.extra.update(reference_ms=8.0, reference_elements=1000, reference_share=_share(0.6))
     ok, detail = target.check(row, {})
-    assert ok is False and "0.60" in detail
-    row.extra["reference_ms"] = 8.0
+    assert ok is False and "0.60" in detail  # the pairs decide, not the medians' 0.80
+    row.extra["reference_share"] = _share(0.8)
     assert target.check(row, {})[0] is True
+    row.extra["reference_elements"] = 2000  # the reference computed twice as many
+    assert target.check(row, {})[0] is False
     assert target.needs == ("contiguous",)
 
 
 def test_vs_case_crosses_over_the_swapped_inputs():
-    """With the varied inputs swapped halfway, the ratio is the geometric mean of before
-    and after: a slower set of buffers weighs on both calls alike and cancels out."""
+    """With the varied inputs swapped after the first pairs, the ratio is the geometric
+    mean of before and after: a slower set of buffers weighs on both calls alike and
+    cancels out."""
     target = vs_case("normal", 0.8)
     row = Row("spread", ours_s=0.012, elements=1000)
-    row.extra.update(reference_ms=8.0, reference_elements=1000)
+    row.extra.update(reference_elements=1000, reference_share=_share(8 / 12))
     assert target.check(row, {})[0] is False  # 0.67: our buffers are the slow ones
-    row.extra["swapped_ms"] = [12.0, 8.0]  # the reference's values in them take as long
+    row.extra["swapped_share"] = _share(12 / 8)  # the reference's values in them as slow
     assert harness.crossed_ratio(row) == pytest.approx(1.0)
     ok, detail = target.check(row, {})
     assert ok is True and "1.00" in detail
-    row.extra["swapped_ms"] = [12.0, 10.0]  # our values: 1.5x, then 0.83x the reference's
+    row.extra["swapped_share"] = _share(12 / 10)  # our values: 1.5x, then 0.83x the other's
     assert harness.crossed_ratio(row) == pytest.approx((1.5 * 10 / 12) ** 0.5)
 
 
@@ -85,16 +93,19 @@ def test_measure_throughput_times_the_setups_own_reference_or_swaps_varied_input
     normal = Case("normal", setup_with("normal", varied=(1, 8)), None)
     spread = Case("spread", setup_with("spread", varied=(2, 8)), vs_case("normal", 0.8))
     monkeypatch.setattr(cases, "CASES", [normal, spread])
-    cfg = harness.Config(repeat=1, warmup=0)
+    cfg = harness.Config(quick=True, repeat=1, warmup=0)
     row = cases.measure_throughput(spread, cfg)
-    assert swapped == [((2, 8), (1, 8))] and calls == ["spread", "normal"] * 2
-    assert len(row.extra["swapped_ms"]) == 2 and row.extra["reference_elements"] == 100
+    pairs = cfg.share_pairs
+    assert swapped == [((2, 8), (1, 8))]
+    assert calls == ["spread", "normal"] * (1 + pairs) + ["normal", "spread"] * pairs
+    assert row.extra["reference_share"]["pairs"] == row.extra["swapped_share"]["pairs"] == pairs
+    assert row.extra["reference_elements"] == 100 and "reference_ms" in row.extra
 
     calls.clear()
     layout = Case("transposed", setup_with("transposed", reference=lambda: calls.append("own")),
                   vs_case("not a case", 0.75))
     row = cases.measure_throughput(layout, cfg)
-    assert calls == ["transposed", "own"] and "swapped_ms" not in row.extra
+    assert calls == ["transposed", "own"] * (1 + pairs) and "swapped_share" not in row.extra
     assert row.extra["reference_elements"] == 100 and len(swapped) == 1
 
 
@@ -164,12 +175,12 @@ def test_both_passes_only_when_each_target_does():
     assert target.needs == ("normal",)
     row = Row("spread", ours_s=0.010, torch_s=0.016, elements=1000)
     assert target.check(row, {})[0] is None  # the reference was not timed
-    row.extra.update(reference_ms=9.0, reference_elements=1000)
+    row.extra.update(reference_elements=1000, reference_share=_share(0.9))
     ok, detail = target.check(row, {})
     assert ok is True and "torch/ours 1.60" in detail and "0.90" in detail
-    row.extra["reference_ms"] = 7.0
+    row.extra["reference_share"] = _share(0.7)
     assert target.check(row, {})[0] is False
-    row.extra["reference_ms"], row.torch_s = 9.0, 0.014
+    row.extra["reference_share"], row.torch_s = _share(0.9), 0.014
     assert target.check(row, {})[0] is False
 
 
@@ -433,7 +444,7 @@ def test_measure_throughput_times_the_staged_probe_for_a_transposed_self(monkeyp
         lambda: None, None, 256, 16,
         in_cache=harness.InCache(lambda: None, 16, np.zeros((1, 1, 1), np.uint8)),
         reference=lambda: None, buffers=buffers, staged=(32, 8)), vs_case("other", 0.75))
-    row = cases.measure_throughput(case, harness.Config(repeat=1, warmup=0))
+    row = cases.measure_throughput(case, harness.Config(quick=True, repeat=1, warmup=0))
     assert ("staged", 32, 8) in timed and ("triad", True) in timed
     assert ("touches", (2, 64), 32, 8) in timed  # self's buffer
     assert {"staged_ms", "floor_ms", "reference_ms", "compute_ms",
@@ -574,7 +585,8 @@ def _value_range_rows(exact_ms, crossed_ok: bool):
     case = Case("spread", None, harness.both(vs_torch(1.5), vs_case("normal", 0.8)))
     row = Row("spread", ours_s=2.6e-3 if not crossed_ok else 2.1e-3, torch_s=4.6e-3,
               elements=100)
-    row.extra.update(reference_ms=2.0, reference_elements=100, exact_products_ms=[2.6, exact_ms])
+    row.extra.update(reference_elements=100, exact_products_ms=[2.6, exact_ms],
+                     reference_share=_share(2.0e-3 / row.ours_s))
     ok, row.detail = case.target.check(row, {})
     row.verdict = "PASS" if ok else "FAIL"
     return case, row, normal
