@@ -24,8 +24,8 @@ from numba.extending import intrinsic
 
 from aclnn.kernels import bits, gelu_rows, smooth_l1_rows
 from aclnn.kernels.bits import CACHE_LINE_BYTES, element_bytes, store_fence, stream_f32x16
-from aclnn.kernels.lanes import PREFETCH_BYTES, array_data
-from aclnn.kernels.pointwise import BLOCK
+from aclnn.kernels.lanes import PREFETCH_BYTES, array_data, prefetch_block_rows
+from aclnn.kernels.pointwise import BLOCK, STAGE_AHEAD
 
 from .harness import InCache, Setup, device_array, host_data
 
@@ -178,19 +178,26 @@ def _sum_words(words, first, count):
 
 
 @numba.njit(parallel=True, cache=True)
-def _staged_triad(out, a, x, c, row_words, run_words, sums):
-    """The memory traffic of a tiled call whose operand x (rows of `row_words` words) is
-    read transposed, tile by tile as the kernel stages it, on uint32 words: each thread
-    takes an equal run of tiles (as the kernel's prange does); a tile first reads the
-    `run_words` words at its offset along every row of x (summed into `sums`), then
-    streams its rows of a and c into `out` (out = a + c * c, stored non-temporally)."""
+def _staged_triad(out, a, x, x_bytes, c, row_words, run_words, sums):
+    """The memory traffic of a tiled call whose operand x (rows of `row_words` words;
+    `x_bytes` its uint8 view) is read transposed, tile by tile as the kernel stages it, on
+    uint32 words: each thread takes an equal run of tiles (as the kernel's prange does); a
+    tile first reads the `run_words` words at its offset along every row of x (summed into
+    `sums`), each BLOCK rows asking for the run's lines of the BLOCK rows STAGE_AHEAD
+    groups on as our staging does (`pointwise._stage`), then streams its rows of a and c
+    into `out` (out = a + c * c, stored non-temporally)."""
     tiles = row_words // run_words
     tile_words = len(out) // tiles
+    ahead = STAGE_AHEAD * BLOCK * row_words
     for p in prange(THREADS):
         total = np.uint32(0)
         for tile in range(p * tiles // THREADS, (p + 1) * tiles // THREADS):
             for row in range(len(x) // row_words):
-                total += _sum_words(x, row * row_words + tile * run_words, run_words)
+                first = row * row_words + tile * run_words
+                if row % BLOCK == 0:
+                    for line in range(first, first + run_words, LINE_WORDS):
+                        prefetch_block_rows(x_bytes, 4 * (line + ahead), 4 * row_words)
+                total += _sum_words(x, first, run_words)
             for i in range(tile * tile_words, (tile + 1) * tile_words, 16):
                 _streamed_triad_line(out, a, c, c, i)
         store_fence()
@@ -198,18 +205,22 @@ def _staged_triad(out, a, x, c, row_words, run_words, sums):
 
 
 @numba.njit(parallel=True, cache=True)
-def _staged_touches(x, row_words, run_words, sums):
-    """The cache lines our tiled kernel stages from x (rows of `row_words` uint32 words), in
-    its order, one word of each: a tile's run of `run_words` words along every row, taken
-    BLOCK rows at a time, line by line down the run, each line of those rows in turn (see
-    `pointwise._stage`); each thread sums its equal run of tiles into `sums`."""
+def _staged_touches(x, x_bytes, row_words, run_words, sums):
+    """The cache lines our tiled kernel stages from x (rows of `row_words` uint32 words;
+    `x_bytes` its uint8 view), in its order, one word of each, asked for ahead as it asks:
+    a tile's run of `run_words` words along every row, taken BLOCK rows at a time, line by
+    line down the run, each line of those rows in turn, first asking for the same line of
+    the BLOCK rows STAGE_AHEAD groups on (see `pointwise._stage`); each thread sums its
+    equal run of tiles into `sums`."""
     tiles, groups = row_words // run_words, len(x) // row_words // BLOCK
+    ahead = STAGE_AHEAD * BLOCK * row_words
     for p in prange(THREADS):
         total = np.uint32(0)
         for tile in range(p * tiles // THREADS, (p + 1) * tiles // THREADS):
             for group in range(groups):
                 first = group * BLOCK * row_words + tile * run_words
                 for line in range(first, first + run_words, LINE_WORDS):
+                    prefetch_block_rows(x_bytes, 4 * (line + ahead), 4 * row_words)
                     for row in range(BLOCK):
                         total += x[line + row * row_words]
         sums[p] = total
@@ -224,7 +235,8 @@ def staged_triad_over(buffers: tuple[tuple[int, int], ...], row_bytes: int,
     numba.set_num_threads(THREADS)
     a, x, c, out = (device_array(buffer, np.uint32) for buffer in buffers)
     sums = np.zeros(THREADS, np.uint32)
-    return lambda: _staged_triad(out, a, x, c, row_bytes // 4, run_bytes // 4, sums)
+    return lambda: _staged_triad(out, a, x, x.view(np.uint8), c, row_bytes // 4,
+                                 run_bytes // 4, sums)
 
 
 def staged_touches_over(buffer: tuple[int, int], row_bytes: int,
@@ -234,7 +246,7 @@ def staged_touches_over(buffer: tuple[int, int], row_bytes: int,
     numba.set_num_threads(THREADS)
     sums = np.zeros(THREADS, np.uint32)
     x = device_array(buffer, np.uint32)
-    return lambda: _staged_touches(x, row_bytes // 4, run_bytes // 4, sums)
+    return lambda: _staged_touches(x, x.view(np.uint8), row_bytes // 4, run_bytes // 4, sums)
 
 
 def triad_over(buffers: tuple[tuple[int, int], ...], streamed: bool) -> Callable[[], None]:

@@ -368,7 +368,7 @@ def test_staged_probe_reads_every_word_of_self_once_and_streams_the_rest(side, r
     for words in (a, x, c):
         words[:] = rng.integers(0, 2**32, words.size, dtype=np.uint32)
     sums = np.zeros(probe.THREADS, np.uint32)
-    probe._staged_triad(out, a, x, c, side, run_words, sums)
+    probe._staged_triad(out, a, x, x.view(np.uint8), c, side, run_words, sums)
     assert sums.sum(dtype=np.uint32) == x.sum(dtype=np.uint32)
     assert np.array_equal(out, a + c * c)
 
@@ -380,7 +380,7 @@ def test_staged_touches_take_one_word_of_every_line_of_self_once(rows, row_words
     once (integers, so the sum is exact), tile by tile, BLOCK rows at a time."""
     x = np.random.default_rng(5).integers(0, 2**32, rows * row_words, dtype=np.uint32)
     sums = np.zeros(probe.THREADS, np.uint32)
-    probe._staged_touches(x, row_words, run_words, sums)
+    probe._staged_touches(x, x.view(np.uint8), row_words, run_words, sums)
     line_starts = x.reshape(rows, row_words)[:, ::probe.LINE_WORDS]
     assert sums.sum(dtype=np.uint32) == line_starts.sum(dtype=np.uint32)
 

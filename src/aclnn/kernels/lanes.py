@@ -60,14 +60,19 @@ def function(builder, name: str, result, arguments):
                                           name)
 
 
-def prefetch(builder, pointer, passing: bool = False) -> None:
-    """Ask for the cache line at the byte `pointer` (i8*) ahead of time: llvm.prefetch (a
-    read of data, kept in every cache level, or with `passing` non-temporal: read once,
-    kept out of the outer caches where the CPU can); it never faults, so it may point
-    past the end of an array."""
+# llvm.prefetch's locality: the caches a prefetched line is kept in. x86: prefetcht0,
+# prefetcht1, prefetchnta.
+EVERY_LEVEL, OUTER_LEVELS, PASSING = 3, 2, 0
+
+
+def prefetch(builder, pointer, locality: int = EVERY_LEVEL) -> None:
+    """Ask for the cache line at the byte `pointer` (i8*) ahead of time: llvm.prefetch, a
+    read of data kept in every cache level, in all but the first (OUTER_LEVELS), or read
+    once and kept out of the outer caches where the CPU can (PASSING); it never faults,
+    so it may point past the end of an array."""
     i32, i8p = ir.IntType(32), ir.IntType(8).as_pointer()
     builder.call(function(builder, "llvm.prefetch.p0i8", ir.VoidType(), [i8p, i32, i32, i32]),
-                 [pointer, i32(0), i32(0 if passing else 3), i32(1)])
+                 [pointer, i32(0), i32(locality), i32(1)])
 
 
 # How far ahead of their loads the row kernels prefetch their inputs, in bytes, in every
@@ -247,12 +252,12 @@ def store_pair(builder, first, second, pointer, streaming, zero) -> None:
 
 
 def pair_loop(builder, code: int, vectors, result, out_at, streaming, prefetched=(),
-              ahead=None, passing: bool = False) -> None:
+              ahead=None, locality: int = EVERY_LEVEL) -> None:
     """The vector loop of a 16-bit row of `vectors` vectors: the results (`result(v)`, from
     `narrower`) stored at the byte pointers `out_at(v)` two at a time, one 64-byte line each
     (`store_pair`, streamed where the i1 `streaming`), the last one alone where their count
     is odd. Each pair first prefetches `ahead` bytes (a value of the vectors' type) past
-    each byte pointer of `prefetched(v)` (`prefetch`, non-temporally with `passing`)."""
+    each byte pointer of `prefetched(v)` (`prefetch` with `locality`)."""
     two = vectors.type(2)
     # the output address's sign bit: 0 (a user-space address), which LLVM cannot know (a
     # count's, used before, it could where the caller had tested the count)
@@ -261,7 +266,7 @@ def pair_loop(builder, code: int, vectors, result, out_at, streaming, prefetched
     with cgutils.for_range(builder, builder.udiv(vectors, two)) as loop:
         v = builder.mul(loop.index, two)
         for pointer in prefetched(v) if prefetched else ():
-            prefetch(builder, builder.gep(pointer, [ahead]), passing)
+            prefetch(builder, builder.gep(pointer, [ahead]), locality)
         store_pair(builder, result(v), result(builder.add(v, vectors.type(1))), out_at(v),
                    streaming, zero)
     with builder.if_then(builder.trunc(vectors, ir.IntType(1))):  # odd count
@@ -402,15 +407,16 @@ _TRANSPOSE_BITS16 = _transpose_intrinsic(F16, False)
 
 @intrinsic
 def prefetch_block_rows(typingctx, src, src_byte_index, src_step):
-    """Ask, non-temporally, for the cache lines at src_byte_index + i * src_step (bytes) of
-    the uint8 array `src`, i = 0 ... 15: the lines a later `transpose_x16` reads there (it
-    may point past the array's end: a prefetch never faults)."""
+    """Ask for the cache lines at src_byte_index + i * src_step (bytes) of the uint8 array
+    `src`, i = 0 ... 15, into the outer caches (OUTER_LEVELS): the lines a later
+    `transpose_x16` reads there (it may point past the array's end: a prefetch never
+    faults)."""
     def codegen(context, builder, signature, args):
         data = array_data(context, builder, signature, args)(0)
         _, first, step = args
         for i in range(LANES):
             prefetch(builder, builder.gep(data, [builder.add(first, builder.mul(
-                step, step.type(i)))]), passing=True)
+                step, step.type(i)))]), OUTER_LEVELS)
         return context.get_dummy_value()
     return types.none(src, types.intp, types.intp), codegen
 

@@ -53,6 +53,7 @@ from .lanes import (
     I32,
     I64,
     LANES,
+    PASSING,
     VF,
     VI,
     array_data,
@@ -145,7 +146,7 @@ def _lookup_block(code: int, scaled: bool = False):
 
             pair_loop(builder, code, vectors, result, lambda v: address(2, v),
                       as_i1(builder, streaming), lambda v: [address(0, v), address(1, v)],
-                      vectors.type(_PREFETCH_BYTES), passing=True)
+                      vectors.type(_PREFETCH_BYTES), PASSING)
             return context.get_dummy_value()
 
         return types.none(g, x, o, types.intp, types.intp, table, types.boolean, types.float64,

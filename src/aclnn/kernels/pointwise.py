@@ -67,6 +67,7 @@ from .typed import VIEW_DTYPE
 CHUNK = 4096  # the widest tile when no operand is staged (see `_tile_shape`)
 ROWS_TILE_ELEMENTS = 65536  # elements per tile of whole rows (see `_tile_shape`)
 BLOCK = 16  # the side of the blocks `transpose_x16` turns
+STAGE_AHEAD = 4  # block columns the staging prefetches ahead (see `_stage`)
 STAGED_COLS = 4096  # the widest tile when an operand is staged (see `_tile_shape`)
 STAGED_TILE_BYTES = 2 << 20  # bytes per such tile, staged in the rows' dtype
 BAND_TILES = 2  # column tiles per band of tall tiles (see `_tile_span`)
@@ -155,25 +156,31 @@ def _stage(buf, code, base, inner, mid, rows, n, work_bytes, at, pitch, row_code
     `at` of `work_bytes`, in the rows' dtype (see `_row_code`). Where the operand is
     contiguous along those rows, each BLOCK columns go as BLOCK x BLOCK blocks transposed
     in registers, down the tile's rows in groups of BLOCK, each group that starts a cache
-    line of the column first asking (non-temporally) for the same lines of the next BLOCK
-    columns; what the blocks leave (the last columns and rows) is read one element at a
-    time. The prefetch, alternating in one process on 4096 x 4096 with self transposed:
-    0.93-1.02 of the time without it (float16 and float32, both ISA levels; never more
-    than noise slower, up to 7 % faster). On a Zen 1 EPYC (32 KiB 8-way L1), staging 16M
-    float16 alone: rows of self 8192 bytes apart put a block's 16 rows in one L1 set (in
-    cache, one thread, 4.6 ms against 2.1 at 8256 bytes apart; from memory 8.8 against
-    8.1); the prefetch took one thread 1.2-1.3x the time without it at 8192 bytes apart
-    and 0.6-0.8x at 8224, two threads 0.99-1.23x and 0.65-0.84x (prefetches into L1 and L2
-    no better); not taken either: each row's 512-byte run copied to a padded buffer first
-    (1.07-1.15x), two blocks per call with each row's whole line loaded at once (no
-    change)."""
+    line of the column first asking for the same lines STAGE_AHEAD block columns on, into
+    the outer caches (`prefetch_block_rows`); what the blocks leave (the last columns and
+    rows) is read one element at a time. Rows of self a power of two apart put a block's
+    16 lines in one set of an 8-way L1 (and its lines in few sets of L2): lines asked for
+    into L1 are pushed out before they are read. On a Zen 4 EPYC (1 MiB L2), 4096 x 4096
+    with self transposed, alternating in one process, rate against the contiguous call:
+    float32 0.62-0.65 prefetching into L2 4 blocks ahead (3: 0.65, 6: 0.63, 8: 0.62, 16:
+    0.60, 2: 0.58) against 0.48-0.55 asking non-temporally (into L1) for the next block's
+    and 0.50 into L1 4 ahead; float16 0.57-0.60 against 0.47-0.49; built for AVX2, float32
+    0.60 against 0.49, float16 0.57 against 0.43; staging alone (float32, no rows) 5.1-5.5
+    ms against 6.7. On a Zen 1 EPYC (32 KiB 8-way L1), staging 16M float16 alone: rows of
+    self 8192 bytes apart took one thread 4.6 ms in cache against 2.1 at 8256 bytes apart
+    (from memory 8.8 against 8.1); the non-temporal prefetch of the next block's lines took
+    one thread 1.2-1.3x the time without it at 8192 bytes apart and 0.6-0.8x at 8224, two
+    threads 0.99-1.23x and 0.65-0.84x; not taken either: each row's 512-byte run copied
+    to a padded buffer first (1.07-1.15x), two blocks per call with each row's whole line
+    loaded at once (no change)."""
     size = element_bytes(row_code)
     grouped = rows - rows % BLOCK if mid == element_bytes(code) else 0
     blocks = n // BLOCK
     for b in range(blocks if grouped else 0):
         for q in range(0, grouped, BLOCK):
-            if (q * mid) % CACHE_LINE_BYTES == 0:  # the next block column's lines, as they start
-                prefetch_block_rows(buf, base + BLOCK * (b + 1) * inner + mid * q, inner)
+            if (q * mid) % CACHE_LINE_BYTES == 0:  # a later block column's lines, as they start
+                prefetch_block_rows(buf, base + BLOCK * (b + STAGE_AHEAD) * inner + mid * q,
+                                    inner)
             transpose_x16(code, row_code, buf, base + BLOCK * b * inner + mid * q, inner,
                           work_bytes, at + q * pitch + size * BLOCK * b, pitch)
     for j in range(n):
@@ -421,8 +428,9 @@ def _tile_shape(shape, strides, row_bytes: int, threads: int) -> tuple[int, int]
     a time between pieces of this tile's rows (0.66-0.67 against 0.69-0.70), a staged
     operand in huge pages, each 16 x 16 block computed from registers as it is transposed
     (0.44-0.55: the other operands are then read 64 bytes per row at a time), software
-    prefetch of the staged operand's lines (1-8 blocks ahead into any cache level, or the
-    next tile's during this tile's rows), and tiles of 16-64 rows by 4096 columns or 64-128
+    prefetch of the staged operand's lines (beside the staging's non-temporal one of then:
+    1-8 blocks ahead into any cache level, or the next tile's during this tile's rows;
+    see `_stage` for the one it has now), and tiles of 16-64 rows by 4096 columns or 64-128
     rows by 512-1024 columns (a staging area that stays in L2 gives the other operands
     short rows, which cost more than the stores save: float32 0.43-0.63 against 0.56-0.67,
     float16 0.27-0.50 against 0.50-0.56). With the lane transposes: 4 MiB tiles (float16
