@@ -166,13 +166,21 @@ def _stage(buf, code, base, inner, mid, rows, n, work_bytes, at, pitch, row_code
     0.60, 2: 0.58) against 0.48-0.55 asking non-temporally (into L1) for the next block's
     and 0.50 into L1 4 ahead; float16 0.57-0.60 against 0.47-0.49; built for AVX2, float32
     0.60 against 0.49, float16 0.57 against 0.43; staging alone (float32, no rows) 5.1-5.5
-    ms against 6.7. On a Zen 1 EPYC (32 KiB 8-way L1), staging 16M float16 alone: rows of
-    self 8192 bytes apart took one thread 4.6 ms in cache against 2.1 at 8256 bytes apart
-    (from memory 8.8 against 8.1); the non-temporal prefetch of the next block's lines took
-    one thread 1.2-1.3x the time without it at 8192 bytes apart and 0.6-0.8x at 8224, two
-    threads 0.99-1.23x and 0.65-0.84x; not taken either: each row's 512-byte run copied
-    to a padded buffer first (1.07-1.15x), two blocks per call with each row's whole line
-    loaded at once (no change)."""
+    ms against 6.7. The conflicts still cost: staging one tile in cache (one thread) took
+    0.30-0.32 ns an element with rows 16384 bytes apart against 0.19-0.21 at 16448 or 16640,
+    and the whole call ran at 0.68-0.75 of the contiguous one with sides of 4000 and 4160.
+    Loading a block's rows whole, one after the other (all pieces of a row before the next
+    row's), and for 16-bit rows two blocks (a line of each row) per transpose took that to
+    0.22 ns (against 0.30) and, float16 rows 8192 bytes apart, to 0.14 (against 0.18), but
+    the calls from memory ran within noise of these (0.58-0.67 against 0.56-0.65, both ISA
+    levels): not taken; nor tiles of 1 or 4 MiB (0.64-0.67 against 0.59-0.66). On a Zen 1
+    EPYC (32 KiB 8-way L1), staging 16M float16 alone: rows of self 8192 bytes apart took
+    one thread 4.6 ms in cache against 2.1 at 8256 bytes apart (from memory 8.8 against
+    8.1); the non-temporal prefetch of the next block's lines took one thread 1.2-1.3x the
+    time without it at 8192 bytes apart and 0.6-0.8x at 8224, two threads 0.99-1.23x and
+    0.65-0.84x; not taken either: each row's 512-byte run copied to a padded buffer first
+    (1.07-1.15x), two blocks per call with each row's whole line loaded at once (no
+    change)."""
     size = element_bytes(row_code)
     grouped = rows - rows % BLOCK if mid == element_bytes(code) else 0
     blocks = n // BLOCK
