@@ -141,6 +141,26 @@ def test_scaled_span_gives_the_products_of_the_subnormal_factors():
     assert _same(out, _expected(table, g, x, dtype))
 
 
+def test_a_vector_with_one_lane_in_the_scaled_span_makes_that_lane_exact():
+    """Rows of 64 elements (two pairs of vectors), x outside the scaled span but for one
+    element, at each position in turn, whose g makes a subnormal product: the vector holding
+    it takes the exact products (`lookup._exact_products` branches on whether any lane is
+    in the span), its other lanes keep the plain products, and so does every other vector."""
+    table, span = _tiny_span_table()
+    factors = lookup.bfloat16_factors(table.copy(), scale=True)
+    dtype, width = ml_dtypes.bfloat16, 64
+    every = lookup.all_values(np.dtype(np.int16))
+    outside = rng.choice(every[~span], (width, width))
+    inside = rng.choice(every[span], width)
+    x = outside.copy()
+    x[np.arange(width), np.arange(width)] = inside
+    g = (rng.standard_normal((width, width)) * 8).astype(dtype).view(np.int16)
+    g[np.arange(width), np.arange(width)] = np.array(3.0, dtype).view(np.int16)
+    out = np.empty_like(x)
+    lookup.scaled_lookup(g.ravel(), x.ravel(), out.ravel(), *factors)
+    assert _same(out.view(dtype), _expected(table, g.view(dtype), x.view(dtype), dtype))
+
+
 def test_bfloat16_gelu_tables_are_scaled_where_the_build_scales():
     """The bfloat16 GELU tables hold their subnormals scaled in builds for AVX-512 (and
     none is left there), as they were elsewhere."""

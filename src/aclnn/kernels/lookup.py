@@ -86,11 +86,27 @@ def _exact_products(builder, product, g, factors, x, span):
     """g * factor, rounded once to float32, where `factors` holds the factors of the lanes
     whose x lies in `span` (two float32 vectors, from and to) times 2**TINY_SCALE, and
     `product` is g * factors rounded: those lanes' products are made without a subnormal
-    operand or result. A product scaled back into the normal range (|product| >=
-    2**(TINY_SCALE - 126), NaN and inf too) is multiplied by 2**-TINY_SCALE; a smaller one
-    is rounded to the subnormal grid by one FMA on the exact product, |g| |factor| +
+    operand or result, in a branch taken only by the vectors holding such a lane (the others'
+    products are `product` as it is). A product scaled back into the normal range (|product|
+    >= 2**(TINY_SCALE - 126), NaN and inf too) is multiplied by 2**-TINY_SCALE; a smaller
+    one is rounded to the subnormal grid by one FMA on the exact product, |g| |factor| +
     2**(TINY_SCALE - 126), whose low bits are then the result's (the float32 product's
     single rounding, not a second one after g * factor's)."""
+    b = builder
+    scaled = b.and_(b.fcmp_ordered(">=", x, span[0]), b.fcmp_ordered("<=", x, span[1]))
+    before = b.basic_block
+    with b.if_then(b.icmp_unsigned("!=", b.bitcast(scaled, ir.IntType(LANES)),
+                                   ir.IntType(LANES)(0)), likely=False):
+        exact = _scaled_products(b, product, g, factors, scaled)
+        after = b.basic_block
+    result = b.phi(VF)
+    result.add_incoming(product, before)
+    result.add_incoming(exact, after)
+    return result
+
+
+def _scaled_products(builder, product, g, factors, scaled):
+    """`_exact_products` for the lanes of the i1 vector `scaled`, all lanes at once."""
     b = builder
 
     def bits(value):
@@ -99,7 +115,6 @@ def _exact_products(builder, product, g, factors, x, span):
     def magnitude(value):
         return b.bitcast(b.and_(bits(value), splat(VI, ~_SIGN)), VF)
 
-    scaled = b.and_(b.fcmp_ordered(">=", x, span[0]), b.fcmp_ordered("<=", x, span[1]))
     normal = b.fcmp_unordered(">=", magnitude(product), splat(VF, _NORMAL_SCALED))
     unscale = b.select(b.and_(scaled, normal), splat(VF, 2.0 ** -TINY_SCALE), splat(VF, 1.0))
     rounded = bits(b.fmul(product, unscale))
@@ -231,13 +246,18 @@ def float16_factors(table: np.ndarray) -> np.ndarray:
     return table
 
 
-# Built for AVX-512 the exact products cost 14.4 cycles per 16 lanes in cache against 11.8
-# (x from N(0, 1), one thread) and save the assists (U(+-100): 14.7 against 16.5); 16M
-# elements alternating with the unscaled table: N(0, 1) 1.06x the time (tanh form 1.09x),
-# U(+-100) 0.82x (0.90x), now 1.02x the time of N(0, 1). Built for AVX2, where a mask of 16
-# lanes spans two registers (LLVM packs them), 16M elements from N(0, 1) took 3.9 ms
-# against 2.25 (3.2 with the masks cut into 8-lane pieces; 19.0 against 11.7 cycles per 16
-# lanes in cache), so bfloat16 tables built for AVX2 keep their subnormals.
+# Built for AVX-512 the exact products, made for every vector, cost 14.4 cycles per 16
+# lanes in cache against 11.8 (x from N(0, 1), one thread) and saved the assists (U(+-100):
+# 14.7 against 16.5); 16M elements alternating with the unscaled table: N(0, 1) 1.06x the
+# time (tanh form 1.09x), U(+-100) 0.82x (0.90x). Made only for the vectors holding an x of
+# the span (a branch), against made for every vector, 16M elements from memory on a Zen 4
+# EPYC, alternating in one process (same bits): erf form N(0, 1) 4.33-4.45 ms against
+# 5.57-5.85, U(+-100) 4.65-5.45 against 5.01-6.08; tanh form 4.66-4.76 against 5.82-5.97
+# and 4.70-4.92 against 5.46-5.52. Built for AVX2, where a mask of 16 lanes spans two
+# registers (LLVM packs them), 16M elements from N(0, 1) took 3.9 ms against 2.25 made for
+# every vector (3.2 with the masks cut into 8-lane pieces; 19.0 against 11.7 cycles per 16
+# lanes in cache), and with the branch 5.0 against 4.2-4.4 with the subnormals kept
+# (U(+-100) 5.6-6.1 against 4.6), so bfloat16 tables built for AVX2 keep their subnormals.
 SCALES_SUBNORMALS = "+avx512f" in target_features()
 
 
