@@ -14,14 +14,17 @@ ways chosen per call by `slope_factor` (each the formula above, bit for bit):
     MULTIPLY  q = d * (1/beta)        beta a power of two with a finite reciprocal (1 is):
                                       the same correctly rounded number as d / beta, NaN
                                       only for a NaN d; slope = clamp(q)
-    SIGN      q = d * 2**127 * 2**127 beta = 0 (L1): +-0 stays, any other d is +-1 after
-                                      the clamp (|q| >= 2**105), NaN stays
+    SIGN      q = +-1 with d's sign   beta = 0 (L1), by its bits; d itself where d is +-0
+                                      or NaN (so +-0 and NaN stay)
     DIVIDE    q = d / beta            any other beta; q is NaN also for d = +-inf over beta
                                       = inf, which must give +-1: slope = clamp(d if q is
                                       NaN else q)
 
 |d| < beta gives |q| <= 1; |d| >= beta > 0 gives |q| >= 1, so +-1. A scale of 1 is not
-multiplied by.
+multiplied by. SIGN by d's bits, against q = d * 2**127 * 2**127 clamped (the same bits),
+16M elements alternating in one process on a Zen 4 EPYC: float16 0.91-0.95 of the time
+built for AVX2 and 0.92-0.99 for AVX-512; bfloat16 0.96-1.03, float32 within noise; not
+clamped then (it is +-1, +-0 or NaN already): 0.93-1.05 of that again.
 
 The kernel is bound by memory. A plain store first reads the line it writes; a
 non-temporal one does not, so for outputs too large to stay in the caches the vectors go
@@ -67,6 +70,7 @@ from .lanes import (
     LANES,
     PREFETCH_BYTES,
     VF,
+    VI,
     as_i1,
     broadcast,
     pair_loop,
@@ -110,6 +114,7 @@ def _row_block(code: int):
             loaded, narrowed = row_loader(builder, code), row_narrower(builder, code)
             factor_v, scale_v = broadcast(builder, factor, VF), broadcast(builder, scale, VF)
             one, minus_one = splat(VF, 1.0), splat(VF, -1.0)
+            sign_bit = splat(VI, -0x80000000)
             streaming = as_i1(builder, streaming)
 
             def result(v, form):
@@ -118,12 +123,16 @@ def _row_block(code: int):
                 if quotient == DIVIDE:
                     q = builder.fdiv(d, factor_v)
                     q = builder.select(builder.fcmp_unordered("uno", q, q), d, q)
-                elif quotient == SIGN:
-                    q = builder.fmul(builder.fmul(d, factor_v), factor_v)
-                else:
+                elif quotient == MULTIPLY:
                     q = builder.fmul(d, factor_v)
-                low = builder.select(builder.fcmp_ordered("<", q, minus_one), minus_one, q)
-                slope = builder.select(builder.fcmp_ordered(">", low, one), one, low)
+                if quotient == SIGN:  # +-1 with d's sign, d itself where +-0 or NaN
+                    unit = builder.or_(builder.and_(builder.bitcast(d, VI), sign_bit),
+                                       builder.bitcast(one, VI))
+                    slope = builder.select(builder.fcmp_unordered("==", d, splat(VF, 0.0)), d,
+                                           builder.bitcast(unit, VF))
+                else:  # the quotient clamped to [-1, 1]
+                    low = builder.select(builder.fcmp_ordered("<", q, minus_one), minus_one, q)
+                    slope = builder.select(builder.fcmp_ordered(">", low, one), one, low)
                 if with_grad:
                     slope = builder.fmul(load(0, g_at, v), slope)
                 return narrowed(builder.fmul(slope, scale_v) if with_scale else slope)
@@ -175,15 +184,14 @@ _f32_block, _f16_block, _bf16_block = (_row_block(code) for code in (F32, F16, B
 
 
 MULTIPLY, SIGN, DIVIDE = 0, 1, 2  # how the slope's quotient is computed (see above)
-_SIGN_FACTOR = np.float32(2.0 ** 127)
 
 
 def slope_factor(beta: float) -> tuple[np.float32, int]:
     """(factor, mode): how the kernels compute the slope's quotient for `beta` (a float32
-    >= 0): MULTIPLY by 1/beta, SIGN (factor 2**127, applied twice) or DIVIDE by beta."""
+    >= 0): MULTIPLY by 1/beta, SIGN (the factor, beta, unread) or DIVIDE by beta."""
     beta = np.float32(beta)
     if beta == 0:
-        return _SIGN_FACTOR, SIGN
+        return beta, SIGN
     with np.errstate(over="ignore", divide="ignore"):
         reciprocal = np.float32(1) / beta
     if np.frexp(beta)[0] == 0.5 and np.isfinite(reciprocal):
