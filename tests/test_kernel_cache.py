@@ -15,10 +15,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numba
 import numpy as np
 import pytest
+from benchmarks import probe
 
 import aclnn
+from aclnn import kernels
 
 CALLS = """
 import json
@@ -148,3 +151,16 @@ def test_saves_of_two_signatures_at_once_keep_each_its_own_data(tmp_path):
     cache = caching.IndexDataCacheFile(str(tmp_path), "kernel-1.py3", "stamp")
     assert [cache.load(f"key{i}") for i in (0, 1)] == ["data0", "data1"]
     assert len(list(tmp_path.glob("*.nbc"))) == 2
+
+
+def test_the_benchmark_probes_cache_goes_stale_with_the_kernels_sources():
+    """The benchmarks' cached probes compile the kernels' rows into themselves (a loss
+    case's compute floor runs `smooth_l1_rows.smooth_l1_row`): their cache is stamped with
+    every kernel source too, so a change to a kernel alone recompiles them."""
+    cached = {name: value for name, value in vars(probe).items()
+              if isinstance(value, numba.core.registry.CPUDispatcher) and value._cache
+              and hasattr(value._cache, "_impl")}
+    assert {"_loss_rows", "_gelu_rows", "_staged_triad"} <= set(cached)
+    for name, dispatcher in cached.items():
+        stamp = dispatcher._cache._impl.locator.get_source_stamp()
+        assert stamp[1] == kernels.SOURCES_DIGEST, name

@@ -4,7 +4,9 @@ Numba keeps a compiled function on disk and throws it away when the function's o
 file changes, but a kernel here also compiles code of other modules of this package into
 itself (pointwise's tiled kernel takes the rows of gelu_rows and smooth_l1_rows): after a
 change to one of those alone, it would go on running the old code. So the stamp that
-Numba checks a cached kernel against also covers every source file of this package.
+Numba checks a cached kernel against also covers every source file of this package, and
+code elsewhere that compiles the kernels' code into cached functions of its own (the
+benchmarks' probes) asks for the same stamp (`stamp_with_kernel_sources`).
 
 And Numba saves a new signature by reading a function's cache index, picking the first
 free data file name and writing the index back; two processes doing that at once (workers
@@ -34,16 +36,16 @@ def _sources_digest() -> str:
 SOURCES_DIGEST = _sources_digest()
 
 
-def _package_stamped(base: type) -> type:
-    """A Numba cache locator like `base`, for this package's functions only, whose source
-    stamp is the function file's own and SOURCES_DIGEST."""
+def _stamped_in(base: type, directory: Path) -> type:
+    """A Numba cache locator like `base`, for the functions of modules in `directory` only,
+    whose source stamp is the function file's own and SOURCES_DIGEST."""
     class Locator(base):
         def get_source_stamp(self):
             return super().get_source_stamp(), SOURCES_DIGEST
 
         @classmethod
         def from_function(cls, py_func, py_file):
-            if Path(py_file).resolve().parent != _HERE:
+            if Path(py_file).resolve().parent != directory:
                 return None
             return super().from_function(py_func, py_file)
 
@@ -51,17 +53,19 @@ def _package_stamped(base: type) -> type:
     return Locator
 
 
-def _install_locators() -> None:
-    """Put the package-stamped locators ahead of Numba's own (NUMBA_CACHE_DIR first, then
-    the in-tree __pycache__); with a Numba that lays its locators out otherwise, keep
-    Numba's."""
+def stamp_with_kernel_sources(directory: Path) -> None:
+    """Make Numba's on-disk cache of the functions defined in the modules of `directory`
+    stale whenever a source file of this package changes, as this package's own are: put
+    such locators ahead of Numba's (NUMBA_CACHE_DIR first, then the in-tree __pycache__);
+    with a Numba that lays its locators out otherwise, keep Numba's."""
     classes = getattr(caching.CacheImpl, "_locator_classes", None)
     bases = [getattr(caching, name, None)
              for name in ("UserProvidedCacheLocator", "InTreeCacheLocator")]
     if not isinstance(classes, list) or any(b is None or b not in classes for b in bases):
         return
+    directory = Path(directory).resolve()
     for base in bases:
-        classes.insert(classes.index(base), _package_stamped(base))
+        classes.insert(classes.index(base), _stamped_in(base, directory))
 
 
 def _lock_cache_saves() -> None:
@@ -91,5 +95,5 @@ def _lock_cache_saves() -> None:
     index_file.save = locked_save
 
 
-_install_locators()
+stamp_with_kernel_sources(_HERE)
 _lock_cache_saves()
