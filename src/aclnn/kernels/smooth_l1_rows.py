@@ -8,14 +8,15 @@ bfloat16 operands converted in registers, rounded once to the output's dtype. A 
 gradient comes folded into `scale` (o = slope * scale). These are the operations, in the
 same order, of the tiled kernel in `pointwise`, so every layout gives the same bits.
 
-The slope is computed branch-free as a quotient clamped to [-1, 1], in one of three
-ways chosen per call by `slope_factor` (each the formula above, bit for bit):
+The slope is computed branch-free, as a quotient clamped to [-1, 1] or (L1) from d's
+bits, in one of three ways chosen per call by `slope_factor` (each the formula above, bit
+for bit):
 
     MULTIPLY  q = d * (1/beta)        beta a power of two with a finite reciprocal (1 is):
                                       the same correctly rounded number as d / beta, NaN
                                       only for a NaN d; slope = clamp(q)
-    SIGN      q = +-1 with d's sign   beta = 0 (L1), by its bits; d itself where d is +-0
-                                      or NaN (so +-0 and NaN stay)
+    SIGN      slope = +-1, d's sign   beta = 0 (L1), by its bits, unclamped; d itself
+                                      where d is +-0 or NaN (so +-0 and NaN stay)
     DIVIDE    q = d / beta            any other beta; q is NaN also for d = +-inf over beta
                                       = inf, which must give +-1: slope = clamp(d if q is
                                       NaN else q)
