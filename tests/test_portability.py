@@ -1,7 +1,7 @@
 """The kernels on CPUs without this machine's features: float16 conversions without F16C
-(integer arithmetic, bit for bit what F16C gives), a whole build for baseline x86-64
-(SSE2 only), run in a subprocess and compared with this process's results, and every
-kernel's LLVM IR cross-compiled for AArch64."""
+(integer arithmetic, bit for bit what F16C gives), and one whole build with no CPU
+features to lean on (SSE2-only x86-64), run in a subprocess and compared with this
+process's results, its every kernel's LLVM IR cross-compiled for AArch64."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import sys
 import textwrap
 
 import llvmlite.binding as llvm
+import numba
 import numpy as np
 import pytest
 
@@ -76,16 +77,26 @@ _CALLS = textwrap.dedent("""
         for op, value in calls.items():
             results[f"{name}/{op}"] = np.asarray(value, np.float64).tolist()
 """)
-_PRINT_CALLS = _CALLS + "json.dump(results, sys.stdout)\n"
+_WRITE_CALLS = _CALLS + "json.dump(results, open(sys.argv[1], 'w'))\n"
+AARCH64 = "aarch64-unknown-linux-gnu"
+X86_64 = bits.platform.machine().lower() in ("x86_64", "amd64")
 
 
-def _run_calls(env_extra: dict) -> dict:
-    """The results of _CALLS in a new process with `env_extra` in its environment."""
-    env = {**os.environ, **env_extra}
-    done = subprocess.run([sys.executable, "-c", _PRINT_CALLS], capture_output=True,
+def _portable_build(tmp_path) -> tuple[dict, list[str]]:
+    """The results of _CALLS and the LLVM IR of every module compiled for them, from a new
+    process that builds every kernel with no CPU features to lean on: for SSE2-only x86-64
+    on an x86-64 machine (BASELINE), for Numba's generic CPU elsewhere; x86's store fence
+    left out (`bits._X86`), as it is on AArch64, so that one build serves the results and
+    the cross-compilation (building every kernel takes minutes)."""
+    env = {**os.environ, **(BASELINE if X86_64 else {"NUMBA_CPU_NAME": "generic"}),
+           "NUMBA_CACHE_DIR": str(tmp_path / "numba"), "NUMBA_DUMP_LLVM": "1"}
+    code = "from aclnn.kernels import bits\nbits._X86 = False\n" + _WRITE_CALLS
+    out = tmp_path / "results.json"
+    done = subprocess.run([sys.executable, "-c", code, str(out)], capture_output=True,
                           text=True, env=env, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout)
+    modules = re.findall(r"-+LLVM DUMP [^\n]*-+\n(.*?)\n=+\n", done.stdout, re.S)
+    return json.loads(out.read_text()), modules
 
 
 def _calls_here() -> dict:
@@ -96,14 +107,9 @@ def _calls_here() -> dict:
     return namespace["results"]
 
 
-@pytest.mark.slow(compiles_here=True)
-@pytest.mark.skipif(bits.platform.machine().lower() not in ("x86_64", "amd64"),
-                    reason="a baseline x86-64 build needs an x86-64 machine")
-def test_baseline_x86_64_build_gives_the_same_results(tmp_path):
-    """Every kernel compiled for SSE2-only x86-64 (no AVX, FMA or F16C) runs, and its
-    results equal this machine's within a float32 rounding (FMA contraction may differ)."""
-    baseline = _run_calls({**BASELINE, "NUMBA_CACHE_DIR": str(tmp_path / "numba")})
-    native = _calls_here()
+def _assert_same_results(baseline: dict, native: dict) -> None:
+    """The SSE2-only build had neither F16C nor FMA, and each of its results equals this
+    machine's within a float32 rounding (FMA contraction may differ)."""
     assert baseline.pop("f16c") is False and baseline.pop("fma") is False
     native.pop("f16c"), native.pop("fma")
     assert baseline.keys() == native.keys()
@@ -113,22 +119,10 @@ def test_baseline_x86_64_build_gives_the_same_results(tmp_path):
         np.testing.assert_allclose(got, want, rtol=tolerance, atol=1e-30, err_msg=key)
 
 
-AARCH64 = "aarch64-unknown-linux-gnu"
-
-
-@pytest.mark.slow
-def test_every_kernel_compiles_for_aarch64_with_neon(tmp_path):
-    """Every operator's kernels, as Numba generates their LLVM IR for a CPU of no particular
-    features (x86's store fence left out, as it is on AArch64), compile to AArch64 code: no
-    x86 intrinsic in any module, and the GELU rows (flat and tiled kernel) become NEON
-    vector arithmetic (fmla/fdiv on .4s)."""
-    env = {**os.environ, "NUMBA_CPU_NAME": "generic", "NUMBA_CACHE_DIR": str(tmp_path),
-           "NUMBA_DUMP_LLVM": "1"}
-    calls = "from aclnn.kernels import bits\nbits._X86 = False\n" + _PRINT_CALLS
-    done = subprocess.run([sys.executable, "-c", calls], capture_output=True, text=True,
-                          env=env, timeout=900)
-    assert done.returncode == 0, done.stderr[-3000:]
-    modules = re.findall(r"-+LLVM DUMP [^\n]*-+\n(.*?)\n=+\n", done.stdout, re.S)
+def _assert_compiles_for_aarch64(modules: list[str]) -> None:
+    """Every module, retargeted, compiles to AArch64 code with NEON: no x86 intrinsic in
+    any, and the GELU rows (flat and tiled kernel) become NEON vector arithmetic
+    (fmla/fdiv on .4s)."""
     assert len(modules) > 20
     llvm.initialize_all_targets()
     llvm.initialize_all_asmprinters()
@@ -145,3 +139,33 @@ def test_every_kernel_compiles_for_aarch64_with_neon(tmp_path):
         neon_rows += bool(re.search(r"fdiv\s+v\d+\.4s", assembly)
                           and re.search(r"fmla\s+v\d+\.4s", assembly))
     assert neon_rows >= 2
+
+
+@pytest.mark.slow(compiles_here=True)
+def test_a_featureless_build_runs_alike_and_compiles_for_aarch64(tmp_path):
+    """Every kernel built with no CPU features to lean on (`_portable_build`): on an x86-64
+    machine, built for SSE2-only x86-64 (no AVX, FMA or F16C), it runs and gives this
+    machine's results within a float32 rounding; its LLVM IR, every module of it,
+    compiles for AArch64, where the GELU rows become NEON code."""
+    results, modules = _portable_build(tmp_path)
+    if X86_64:
+        _assert_same_results(results, _calls_here())
+    _assert_compiles_for_aarch64(modules)
+
+
+def test_the_store_fence_is_x86_only(monkeypatch):
+    """`bits.store_fence` asks for x86's `sfence` only where `bits._X86` says the build is
+    for x86 (the featureless build above leaves it out to serve AArch64 as well); both
+    forms keep the seq_cst fence."""
+    irs = {}
+    for x86 in (True, False):
+        monkeypatch.setattr(bits, "_X86", x86)
+
+        @numba.njit(no_cpython_wrapper=True)
+        def fenced():
+            bits.store_fence()
+
+        fenced.compile(())
+        irs[x86] = fenced.inspect_llvm(())
+    assert "llvm.x86.sse.sfence" in irs[True] and "llvm.x86." not in irs[False]
+    assert all("fence seq_cst" in ir for ir in irs.values())
