@@ -75,39 +75,6 @@ def prefetch(builder, pointer, locality: int = EVERY_LEVEL) -> None:
                  [pointer, i32(0), i32(locality), i32(1)])
 
 
-# How far ahead of their loads the row kernels prefetch their inputs, in bytes, in every
-# build: the 16-bit SmoothL1 / L1 loops (`smooth_l1_rows`; the contiguous kernel's and
-# the tiled kernel's rows) and the contiguous kernel's float32 GELU rows (`gelu_rows`; the
-# tiled kernel's GELU rows do not prefetch). SmoothL1 / L1 on a Zen 4 EPYC (AVX-512 with
-# AVX512_BF16): 16M elements, streaming stores, variants alternating in one process with
-# the streamed triad over the same buffers (31 rounds, 10 ms pause before each call),
-# median share of it:
-# - built for AVX2: 512 bytes 0.88-0.95 (float16 and bfloat16, SmoothL1 and L1, six runs),
-#   256 0.86-0.95, 1024 0.81-0.95, 2048 0.77-0.94, 8192 (the distance before) 0.71-0.82,
-#   no prefetch 0.78-0.91;
-# - built for AVX-512: bfloat16 512 bytes 1.00-1.04 against 0.87 at 2048 (before), 0.90-0.92
-#   at 1024, 0.88-0.99 without; float16 1.00-1.02 at 512 (two identical variants), 0.94 at
-#   1024.
-# Earlier, on an AVX-512 machine of this project, 8192 had run ahead of 512 built for AVX2
-# (float16 1.22-1.30 against 0.70-0.78 of the triad, later within 4 % of each other), and
-# on a Zen 3 EPYC (AVX2) 2048-16384 bytes differed by less than the noise.
-# GELU (x and g, the step's two lines of each), 16M elements on the Zen 4, variants
-# alternating in one process on the same buffers, N(0, 1) and U(+-8): erf form built for
-# AVX2 7.5-8.5 ms at 512 and 1024 bytes against 8.8-9.2 without (2048: 7.8-8.5), for
-# AVX-512 5.3-5.7 against 6.1-6.5; the tanh form for AVX2 14.1-14.5 against 15.1-16.4, for
-# AVX-512 8.0 against 9.0-9.7. On a Zen 1 EPYC (AVX2) 512 or 2048 bytes had made the erf
-# form slower (20.4-20.9 ms against 19.6-19.9).
-# The tiled kernel's float16 SmoothL1 rows, 4096 x 4096 on the Zen 4, alternating in one
-# process with the contiguous call (15 rounds), rate against it: a target [4096, 1]
-# broadcast 1.11 at 512 bytes against 0.98 without built for AVX-512, 1.20-1.23 against
-# 0.95-1.03 for AVX2; a transposed self 0.46-0.49 against 0.43-0.49 and 0.50 against 0.48.
-# Before, they did not prefetch: on other machines of this project a broadcast target had
-# run -1 to +11 % faster without than at 512 bytes, a transposed self 0.69-0.86 without
-# against 0.69-0.82 at 8192, and on a Zen 1 EPYC 8192 had taken a transposed float16 self
-# 12.8-13.9 ms against 14.0-14.3 without.
-PREFETCH_BYTES = 512
-
-
 def as_i1(builder, flag):
     """A Numba boolean argument (i1 or i8) as an i1."""
     if flag.type == ir.IntType(1):
@@ -285,6 +252,48 @@ LINE_VECTORS = "+avx512f" in target_features()
 # bytes past a line (two or three lines), streaming every row measured 0.74-0.79 of plain
 # in one build of the kernel, 1.2-1.6x in another: those with two are stored plainly.
 STREAMED_ROW_LINES = 3
+
+# How far ahead of their loads the row kernels prefetch their inputs, in bytes, by the
+# width of their vectors: the 16-bit SmoothL1 / L1 loops (`smooth_l1_rows`; the
+# contiguous kernel's and the tiled kernel's rows) and the contiguous kernel's float32
+# GELU rows (`gelu_rows`; the tiled kernel's GELU rows do not prefetch). SmoothL1 / L1
+# on a Zen 4 EPYC (AVX-512 with AVX512_BF16): 16M elements, streaming stores, variants
+# alternating in one process with the streamed triad over the same buffers (31 rounds,
+# 10 ms pause before each call), median share of it:
+# - built for AVX2: 512 bytes 0.88-0.95 (float16 and bfloat16, SmoothL1 and L1, six runs),
+#   256 0.86-0.95, 1024 0.81-0.95, 2048 0.77-0.94, 8192 (the distance before) 0.71-0.82,
+#   no prefetch 0.78-0.91;
+# - built for AVX-512: bfloat16 512 bytes 1.00-1.04 against 0.87 at 2048 (before), 0.90-0.92
+#   at 1024, 0.88-0.99 without; float16 1.00-1.02 at 512 (two identical variants), 0.94 at
+#   1024.
+# Earlier, on an AVX-512 machine of this project, 8192 had run ahead of 512 built for AVX2
+# (float16 1.22-1.30 against 0.70-0.78 of the triad, later within 4 % of each other), and
+# on a Zen 3 EPYC (AVX2) 2048-16384 bytes differed by less than the noise.
+# GELU (x and g, the step's two lines of each), 16M elements on the Zen 4, variants
+# alternating in one process on the same buffers, N(0, 1) and U(+-8): erf form built for
+# AVX2 7.5-8.5 ms at 512 and 1024 bytes against 8.8-9.2 without (2048: 7.8-8.5), for
+# AVX-512 5.3-5.7 against 6.1-6.5; the tanh form for AVX2 14.1-14.5 against 15.1-16.4, for
+# AVX-512 8.0 against 9.0-9.7. On a Zen 1 EPYC (AVX2) 512 or 2048 bytes had made the erf
+# form slower (20.4-20.9 ms against 19.6-19.9).
+# The tiled kernel's float16 SmoothL1 rows, 4096 x 4096 on the Zen 4, alternating in one
+# process with the contiguous call (15 rounds), rate against it: a target [4096, 1]
+# broadcast 1.11 at 512 bytes against 0.98 without built for AVX-512, 1.20-1.23 against
+# 0.95-1.03 for AVX2; a transposed self 0.46-0.49 against 0.43-0.49 and 0.50 against 0.48.
+# Before, they did not prefetch: on other machines of this project a broadcast target had
+# run -1 to +11 % faster without than at 512 bytes, a transposed self 0.69-0.86 without
+# against 0.69-0.82 at 8192, and on a Zen 1 EPYC 8192 had taken a transposed float16 self
+# 12.8-13.9 ms against 14.0-14.3 without.
+# On a Zen 5 EPYC (family 26, 58 GB/s streamed triad against the Zen 4's 36) built for
+# AVX2, the 16-bit SmoothL1 loops at 16M elements, 25 rounds alternating in one process
+# with the streamed triad over the same buffers, share of it (float16 and bfloat16, none
+# and mean, two runs): 2048 bytes 0.93-1.00, 1024 0.87-0.94, 512 0.83-0.92, none
+# 0.89-0.95; built for AVX-512, 512 bytes 0.94-0.98, 2048 0.94-0.96, none 0.97-0.99; the
+# float32 GELU rows built for AVX2 within 3 % at 512 and 2048 (erf and tanh forms). Memory
+# that fast keeps more bytes in flight than 8-lane loops reach ahead of themselves, so
+# builds whose vector is half a line go 2048 bytes ahead: the AVX2-only machines measured
+# (Zen 3, above) differed by less than the noise from 2048 up, and only the Zen 4's AVX2
+# build, an AVX-512 CPU's, ran its loss loops at 0.77-0.94 there against 0.88-0.95 at 512.
+PREFETCH_BYTES = 512 if LINE_VECTORS else 2048
 
 
 @intrinsic
