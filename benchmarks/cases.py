@@ -40,6 +40,7 @@ from .harness import (
     Target,
     at_most,
     both,
+    crossed_ratio,
     device_array,
     host_data,
     paired_share,
@@ -534,8 +535,10 @@ def note_subnormal_costs(rows: list[Row], cases: list[Case]) -> None:
     """Note on each failed case that timed `Setup.exact_products` what avoiding its
     subnormal products costs in this run: those exact products (whose speed does not
     depend on the values) against our call, timed together, and against torch's time on
-    the reference case: where that bound is under the case's torch target, neither way
-    meets both of its targets here."""
+    the reference case, and, where our call was timed against the reference's in pairs
+    (`harness.crossed_ratio`), the elements/s they would have against it (our ratio scaled
+    by exact / ours): where either is under its target, neither way meets both of the
+    case's targets here."""
     by_name = {r.case: r for r in rows}
     for case in cases:
         row = by_name.get(case.name)
@@ -551,8 +554,15 @@ def note_subnormal_costs(rows: list[Row], cases: list[Case]) -> None:
                 f"made without them, as builds for AVX-512 make them, took {exact:.2f} ms "
                 f"against ours {ours:.2f} ms on the same buffers, timed together, so with "
                 f"them torch/ours on '{reference.case}' <= {reference.torch_s * 1e3:.2f} / "
-                f"{exact:.2f} = {bound:.2f} (target {factor})"
-                + ("; out of reach here either way" if bound < factor else ""))
+                f"{exact:.2f} = {bound:.2f} (target {factor})")
+        crossed, short = crossed_ratio(row), bound < factor
+        if crossed and row.extra.get("reference_elements"):
+            ours_rate = row.elements / row.extra["reference_elements"] / crossed
+            rate = ours_rate * ours / exact
+            note += (f", and elements/s vs '{reference.case}' {ours_rate:.2f} x "
+                     f"{ours:.2f} / {exact:.2f} = {rate:.2f} (target {SPREAD_VS_NORMAL})")
+            short = short or rate < SPREAD_VS_NORMAL
+        note += "; out of reach here either way" if short else ""
         row.note = f"{row.note}; {note}" if row.note else note
 
 

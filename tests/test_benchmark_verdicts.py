@@ -593,16 +593,24 @@ def _value_range_rows(exact_ms, crossed_ok: bool):
 
 
 def test_subnormal_cost_notes():
-    """A failed case with exact products timed gets their time and the torch bound they
-    leave on its reference case, flagged out of reach where that is under the target; a
-    passing case gets no note."""
+    """A failed case with exact products timed gets their time, the torch bound they
+    leave on its reference case and the elements/s against it they would have (ours, 1 /
+    1.3 of the reference's, scaled by ours / exact), flagged out of reach where either is
+    under its target; a passing case gets no note."""
     case, row, normal = _value_range_rows(3.9, crossed_ok=False)
     cases.note_subnormal_costs([normal, row], [case])
     assert row.verdict == "FAIL" and "took 3.90 ms against ours 2.60 ms" in row.note
-    assert row.note.endswith("4.50 / 3.90 = 1.15 (target 1.5); out of reach here either way")
+    assert row.note.endswith("4.50 / 3.90 = 1.15 (target 1.5), and elements/s vs 'normal' "
+                             "0.77 x 2.60 / 3.90 = 0.51 (target 0.8); out of reach here "
+                             "either way")
+    case, row, normal = _value_range_rows(2.8, crossed_ok=False)
+    cases.note_subnormal_costs([normal, row], [case])
+    assert row.note.endswith("= 1.61 (target 1.5), and elements/s vs 'normal' 0.77 x "
+                             "2.60 / 2.80 = 0.71 (target 0.8); out of reach here either way")
     case, row, normal = _value_range_rows(2.2, crossed_ok=False)
     cases.note_subnormal_costs([normal, row], [case])
-    assert row.note.endswith("= 2.05 (target 1.5)")
+    assert row.note.endswith("= 2.05 (target 1.5), and elements/s vs 'normal' 0.77 x "
+                             "2.60 / 2.20 = 0.91 (target 0.8)")
     case, row, normal = _value_range_rows(3.9, crossed_ok=True)
     cases.note_subnormal_costs([normal, row], [case])
     assert row.verdict == "PASS" and row.note == ""
