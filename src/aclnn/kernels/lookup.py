@@ -258,6 +258,20 @@ def float16_factors(table: np.ndarray) -> np.ndarray:
 # every vector (3.2 with the masks cut into 8-lane pieces; 19.0 against 11.7 cycles per 16
 # lanes in cache), and with the branch 5.0 against 4.2-4.4 with the subnormals kept
 # (U(+-100) 5.6-6.1 against 4.6), so bfloat16 tables built for AVX2 keep their subnormals.
+# On a Zen 5 EPYC (family 26), erf form, 16M elements alternating in one process, the
+# branch and the kept subnormals ran alike (AVX-512: N(0, 1) 2.61-2.84 ms against
+# 2.70-2.83, U(+-100) 3.21-3.48 against 3.18-3.47), U(+-100) 1.1-1.4x the time of N(0, 1)
+# with the kept table (0.98-1.06x with its x from -15 to -13.3 replaced). Not taken there:
+# the exact products made for every vector, no branch, with the final pick made on the
+# integer bits (as a float32 select it cost U(+-100) 1.3-1.4x, as if the subnormal result
+# took an assist): U(+-100) 2.28-2.39 against N(0, 1) 2.32-2.50 built for AVX-512, but
+# N(0, 1) 1.05-1.14x the kept table's time (on the Zen 4 above, 1.25-1.35x the branch's),
+# and built for AVX2 1.7x (3.56 against 2.09); built for AVX-512, a row's products first
+# stored to a scratch row in L1, the vectors holding an x of the span marked branch-free by
+# x's bits and remade, then the row streamed out (N(0, 1) 1.3-1.55x: the streamed copy's
+# stores come in a burst, in chunks of 256 or 1024 elements too), or the marked vectors'
+# lines remade and streamed again in place (U(+-100) 1.08-1.31x the kept table's time:
+# each such line is written twice).
 SCALES_SUBNORMALS = "+avx512f" in target_features()
 
 
