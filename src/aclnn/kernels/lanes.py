@@ -288,11 +288,12 @@ STREAMED_ROW_LINES = 3
 # with the streamed triad over the same buffers, share of it (float16 and bfloat16, none
 # and mean, two runs): 2048 bytes 0.93-1.00, 1024 0.87-0.94, 512 0.83-0.92, none
 # 0.89-0.95; built for AVX-512, 512 bytes 0.94-0.98, 2048 0.94-0.96, none 0.97-0.99; the
-# float32 GELU rows built for AVX2 within 3 % at 512 and 2048 (erf and tanh forms). Memory
-# that fast keeps more bytes in flight than 8-lane loops reach ahead of themselves, so
-# builds whose vector is half a line go 2048 bytes ahead: the AVX2-only machines measured
-# (Zen 3, above) differed by less than the noise from 2048 up, and only the Zen 4's AVX2
-# build, an AVX-512 CPU's, ran its loss loops at 0.77-0.94 there against 0.88-0.95 at 512.
+# float32 GELU rows built for AVX2 within 3 % at 512 and 2048 (erf and tanh forms). A
+# likely reason: faster memory needs more bytes in flight, and a loop of 8-lane vectors
+# has half the bytes of a 16-lane one ahead of it in the core's window. So builds whose
+# vector is half a line go 2048 bytes ahead: the AVX2-only machine measured (Zen 3,
+# above) differed by less than the noise from 2048 up, and only the Zen 4's AVX2 build,
+# an AVX-512 CPU's, ran its loss loops at 0.77-0.94 there against 0.88-0.95 at 512.
 PREFETCH_BYTES = 512 if LINE_VECTORS else 2048
 
 

@@ -265,7 +265,7 @@ def float16_factors(table: np.ndarray) -> np.ndarray:
 # the exact products made for every vector, no branch, with the final pick made on the
 # integer bits (as a float32 select it cost U(+-100) 1.3-1.4x, as if the subnormal result
 # took an assist): U(+-100) 2.28-2.39 against N(0, 1) 2.32-2.50 built for AVX-512, but
-# N(0, 1) 1.05-1.14x the kept table's time (on the Zen 4 above, 1.25-1.35x the branch's),
+# N(0, 1) 1.05-1.14x the kept table's time (an earlier such form on the Zen 4: 1.25-1.35x),
 # and built for AVX2 1.7x (3.56 against 2.09); built for AVX-512, a row's products first
 # stored to a scratch row in L1, the vectors holding an x of the span marked branch-free by
 # x's bits and remade, then the row streamed out (N(0, 1) 1.3-1.55x: the streamed copy's
