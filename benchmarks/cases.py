@@ -40,10 +40,10 @@ from .harness import (
     Target,
     at_most,
     both,
-    crossed_ratio,
     device_array,
     host_data,
     paired_share,
+    rate_vs_reference,
     seconds_per_element_in_cache,
     streamed_and_torch,
     time_alternating,
@@ -536,7 +536,7 @@ def note_subnormal_costs(rows: list[Row], cases: list[Case]) -> None:
     subnormal products costs in this run: those exact products (whose speed does not
     depend on the values) against our call, timed together, and against torch's time on
     the reference case, and, where our call was timed against the reference's in pairs
-    (`harness.crossed_ratio`), the elements/s they would have against it (our ratio scaled
+    (`harness.rate_vs_reference`), the elements/s they would have against it (our ratio scaled
     by exact / ours): where either is under its target, neither way meets both of the
     case's targets here."""
     by_name = {r.case: r for r in rows}
@@ -555,9 +555,8 @@ def note_subnormal_costs(rows: list[Row], cases: list[Case]) -> None:
                 f"against ours {ours:.2f} ms on the same buffers, timed together, so with "
                 f"them torch/ours on '{reference.case}' <= {reference.torch_s * 1e3:.2f} / "
                 f"{exact:.2f} = {bound:.2f} (target {factor})")
-        crossed, short = crossed_ratio(row), bound < factor
-        if crossed and row.extra.get("reference_elements"):
-            ours_rate = row.elements / row.extra["reference_elements"] / crossed
+        ours_rate, short = rate_vs_reference(row), bound < factor
+        if ours_rate:
             rate = ours_rate * ours / exact
             note += (f", and elements/s vs '{reference.case}' {ours_rate:.2f} x "
                      f"{ours:.2f} / {exact:.2f} = {rate:.2f} (target {SPREAD_VS_NORMAL})")

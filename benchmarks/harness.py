@@ -538,15 +538,23 @@ def crossed_ratio(row: Row) -> float | None:
     return 1 / (math.sqrt(before["median"] * after["median"]) if after else before["median"])
 
 
+def rate_vs_reference(row: Row) -> float | None:
+    """Our elements/s over the reference case's, by `crossed_ratio` (None until the two
+    were timed alongside)."""
+    time_ratio = crossed_ratio(row)
+    if time_ratio is None or not row.extra.get("reference_elements"):
+        return None
+    return row.elements / row.extra["reference_elements"] / time_ratio
+
+
 def vs_case(reference: str, factor: float) -> Target:
     """Passes when our elements/s >= `factor` x those of case `reference`, that case's call
     timed alongside this one in pairs (see `crossed_ratio`; its elements:
     `extra["reference_elements"]`)."""
     def check(row, rows):
-        time_ratio = crossed_ratio(row)
-        if time_ratio is None or not row.elements_per_s:
+        rate_ratio = rate_vs_reference(row)
+        if rate_ratio is None or not row.elements_per_s:
             return None, f"needs case {reference!r} timed alongside"
-        rate_ratio = row.elements / row.extra["reference_elements"] / time_ratio
         return _at_least(rate_ratio, factor, f"elements/s vs {reference!r}:")
     return Target(f"elements/s >= {factor} x {reference!r}", check, needs=(reference,))
 
