@@ -278,7 +278,14 @@ class _Vectors:
 
     def erf_derivative(self, x, tail):
         """GELU'(x), erf form (see the module's docstring), 0 for x <= -tail (a vector; see
-        `erf_tail`). +-inf: NaN from (a_r - a) * 0."""
+        `erf_tail`). +-inf: NaN from (a_r - a) * 0. Not taken on a Zen 5 EPYC (2026-12-02,
+        a row of 4096 in cache, one thread, alternating; 2.75-2.80 ns per 8 lanes built for
+        AVX2, 1.45-1.66 for AVX-512): t = c / (c + a), c = 1/0.316 (an add for the FMA),
+        0.97-0.99x the time at both levels and within noise on 16M (0.98-1.00x); a_r's low
+        part as a constant in an FMA, fma(x + s a_r_hi, v, s a_r_lo V(t_r)) (one add
+        fewer), 0.98-0.99x for AVX2 and 1.03x for AVX-512; the tail test on integer bits,
+        no change; Estrin's scheme for e or V, 1.05-1.10x. Without t's division (wrong
+        results, a probe) it took 0.89x for AVX2."""
         b = self.b
         a = self.abs(x)
         e = self.scaled_exp(b.fmul(a, a))  # garbage where not kept
@@ -417,7 +424,19 @@ def gelu_row(x, x_at, g, g_at, o, o_at, n, use_tanh, erf_tail, pad, ahead, strea
     at times, through the span (2 of about 90) and from the loop (1 of about 15), for
     reasons not found. So the span stays. On a Zen 1 EPYC (two threads, 16M elements,
     processes alternating) streaming from the loop took 18.5-19.1 ms against 19.2-19.8
-    through the span, and 24.3-24.6 ms with one vector per step (see `_row_block`)."""
+    through the span, and 24.3-24.6 ms with one vector per step (see `_row_block`). On a Zen
+    5 EPYC (2026-12-02, erf form, 16M elements, two threads, alternating in one process)
+    streaming from the loop took, built for AVX2, 0.89-0.96x the time of the span at two
+    vectors per step and 0.91-0.97x at one (that loop alone spills no register, built for
+    haswell, znver1-3, skylake or alderlake; at two it spills x, which the end of the chain
+    reads again, and reading x again from memory through an opaque pointer only moved the
+    spill to |x|), and built for AVX-512 1.00-1.08x in eight runs of nine (0.83 in one): the
+    span's bursts of streaming stores win where memory binds. Scans of 24 call depths x 4
+    offsets of o, one thread, 16M elements (built for AVX2 three times, for AVX-512 once)
+    found no point above 1.5x the median in three of four; in the first AVX2 scan 4 of 96
+    points took 1.7-2.2x through the span and from the one-vector loop alike (none with
+    two), none of them slow again in the next two. Not taken: the Zen 1 figure for one
+    vector per step, and at two the hazard above."""
     vectors, done, rest = split_row(F32, n)
     if streaming:
         span = _SPAN_AT + (-(pad.ctypes.data + _SPAN_AT)) % CACHE_LINE_BYTES

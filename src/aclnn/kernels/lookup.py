@@ -271,7 +271,12 @@ def float16_factors(table: np.ndarray) -> np.ndarray:
 # x's bits and remade, then the row streamed out (N(0, 1) 1.3-1.55x: the streamed copy's
 # stores come in a burst, in chunks of 256 or 1024 elements too), or the marked vectors'
 # lines remade and streamed again in place (U(+-100) 1.08-1.31x the kept table's time:
-# each such line is written twice).
+# each such line is written twice). There too (2026-12-02), the branch tested on x's 16-bit
+# words (one unsigned compare of 16 lanes, the float32 test inside the branch only): built
+# for AVX2 U(+-100) 2.75-2.83 ms against the kept table's 2.50-2.55 (the float32-test
+# branch 2.87-2.92; N(0, 1) alike), for AVX-512 U(+-100) 2.41-2.44 against the float32-test
+# branch's 2.53-2.55 but N(0, 1) 1.93-1.98 against 1.88-1.91 (the kept table there:
+# 1.75-1.77 and 2.33-2.34; on the Zen 4 the branch won, see above).
 SCALES_SUBNORMALS = "+avx512f" in target_features()
 
 
