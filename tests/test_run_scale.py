@@ -164,14 +164,19 @@ def _slow_cases(count: int) -> list[dict]:
 
 
 def _start(args: list, tmp_path: Path) -> subprocess.Popen:
-    """`aclnn run` with `args`, in the background, with SIGINT at its default whatever this
-    process inherited: a suite started as a background job by a shell without job control
-    (`bash .ci/run &`) ignores SIGINT, so would the run, and Python then installs no
-    KeyboardInterrupt handler (the Ctrl-C test failed so, exit status 0)."""
-    return subprocess.Popen([sys.executable, "-m", "aclnn", "run", *map(str, args)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            cwd=tmp_path,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    """`aclnn run` with `args`, in the background, with SIGINT handled as a user's shell
+    leaves it, whatever this process inherited: a suite started as a background job by a
+    shell without job control (`bash .ci/run &`) ignores SIGINT, an ignored signal stays
+    ignored across exec, and Python then installs no KeyboardInterrupt handler (the Ctrl-C
+    test failed so, exit status 0). A handled one is reset to its default at exec, so it is
+    handled here while the run starts (no `preexec_fn`: not safe with threads about)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return subprocess.Popen([sys.executable, "-m", "aclnn", "run", *map(str, args)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                cwd=tmp_path)
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _wait_for_lines(log: Path, count: int, process: subprocess.Popen) -> None:
