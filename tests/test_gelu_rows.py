@@ -481,12 +481,64 @@ print(len(re.findall(r"\\tprefetcht0\\s", kernel.inspect_asm(kernel.signatures[0
                     reason="the instructions checked are x86's")
 @pytest.mark.parametrize("level", ["native", "avx2"])
 def test_contiguous_rows_prefetch_x_and_g(level, tmp_path):
-    """The contiguous kernel's rows prefetch x and g (`lanes.PREFETCH_BYTES` ahead:
-    two lines of each per step of two vectors, in each form and each loop of a row),
-    natively and built for AVX2."""
+    """The contiguous kernel's rows prefetch x and g (`lanes.PREFETCH_BYTES` ahead: a
+    line of each per vector of a step, in each form and each loop of a row), natively and
+    built for AVX2."""
     env = {**os.environ, **(isa.ENVIRONMENTS["avx2"] if level == "avx2" else {}),
            "NUMBA_CACHE_DIR": str(tmp_path)}
     done = subprocess.run([sys.executable, "-c", _PREFETCHES], capture_output=True,
                           text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert int(done.stdout) >= 2 * 2 * 2  # two forms, x and g, two lines
+
+
+_STREAMED_LOOPS = """
+import re, numpy as np
+from aclnn.kernels import gelu_rows
+kernel = gelu_rows.gelu_flat  # compiled here: NUMBA_CACHE_DIR is empty
+raw = np.zeros(1 << 16, np.uint8)
+out = raw[-raw.ctypes.data % 64:][:8192].view(np.float32)  # streamed: on a line
+a = np.zeros(8192, np.float32)
+kernel(a, a, out, False, gelu_rows.erf_tail(gelu_rows.F32), True)
+print(int(gelu_rows.ERF_LOOP_STREAMS))
+lines = kernel.inspect_asm(kernel.signatures[0]).splitlines()
+for end, line in enumerate(lines):  # loops of one block: a jump back to their own label
+    jump = re.match(r"\\s+j\\w+\\s+(\\.LBB\\w+)$", line)
+    start = max((k for k in range(end) if re.match(r"\\.LBB\\w+:", lines[k])), default=None)
+    if jump and start is not None and lines[start] == jump.group(1) + ":":
+        body = "\\n".join(lines[start:end])
+        if "vmovntps" in body and "vdivps" in body:
+            print(len(re.findall(r"%[xyz]mm\\d+, -?\\d*\\(%rsp\\)", body)))
+rng = np.random.default_rng(5)
+for size in (3 * 4096 + 21, 4096 + 16 * 22 + 5, 16 * 16):  # whole, cut short, one span
+    raw = np.zeros(4 * size + 128, np.uint8)
+    streamed = raw[-raw.ctypes.data % 64:][:4 * size].view(np.float32)
+    x = (rng.standard_normal(size) * 8).astype(np.float32)
+    x[::97] = np.nan
+    g = rng.standard_normal(size).astype(np.float32)
+    for tanh in (False, True):
+        plain = np.zeros(size, np.float32)
+        kernel(g, x, plain, tanh, gelu_rows.erf_tail(gelu_rows.F32), False)
+        kernel(g, x, streamed, tanh, gelu_rows.erf_tail(gelu_rows.F32), True)
+        if not np.array_equal(plain.view(np.uint32), streamed.view(np.uint32)):
+            raise SystemExit(f"streamed bits differ: size {size}, tanh {tanh}")
+"""
+
+
+@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"),
+                    reason="the instructions checked are x86's")
+@pytest.mark.parametrize("level", ["native", "avx2"])
+def test_streamed_rows_of_each_level(level, tmp_path):
+    """Built for AVX2, the erf form's streamed rows store non-temporally from a vector
+    loop that stores nothing to the stack (with spills, streaming from the loop once ran
+    4.5x slower: see `gelu_rows.gelu_row`); built for AVX-512 they go through the pad's
+    span (no such loop). Either way, both forms' streamed rows write the bits plain stores
+    do (rows of whole spans, a span cut short, one span; NaNs in x; NaN payloads too)."""
+    env = {**os.environ, **(isa.ENVIRONMENTS["avx2"] if level == "avx2" else {}),
+           "NUMBA_CACHE_DIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", _STREAMED_LOOPS], capture_output=True,
+                          text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    from_loop, *spills = (int(count) for count in done.stdout.split())
+    assert from_loop or level != "avx2"
+    assert (bool(spills) and not any(spills)) if from_loop else not spills, done.stdout

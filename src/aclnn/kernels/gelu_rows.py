@@ -101,6 +101,7 @@ from numba.extending import intrinsic
 from .bits import CACHE_LINE_BYTES, F32, copy_bytes, store_fence, stream_f32x16
 from .lanes import (
     LANES,
+    LINE_VECTORS,
     PREFETCH_BYTES,
     array_data,
     broadcast,
@@ -315,23 +316,27 @@ class _Vectors:
         return b.select(in_band, b.fmul(near, self.horner(near, _TANH_BAND)), d)
 
 
-def _row_block(use_tanh: bool):
+def _row_block(use_tanh: bool, streaming: bool = False):
     """The vector loop of a float32 row at byte offsets of uint8 arrays: o = g * GELU'(x),
     for `vectors` vectors of LANES lanes, two at a time (one more where their count is
-    odd), with plain stores (see `gelu_row` for streaming). Two vectors per step give each
-    operation of the long serial chains four independent AVX2 registers (two AVX-512 ones)
-    instead of two: in cache 5-9 % faster on AVX2 for the erf form. Not so on a Zen 1 EPYC,
-    whose units split each AVX2 operation in two 128-bit halves: one vector per step ran
-    the erf form 1 % faster in cache and 3 % faster on 16M elements (18.6-18.9 ms against
-    19.2-19.8, two threads, processes alternating), the tanh form 2.5-3 % slower; both
-    forms keep two everywhere."""
+    odd), stored plainly, or one at a time and non-temporally where `streaming` (o_at
+    aligned to 64 bytes; see `gelu_row`). Two vectors per step give each operation of the
+    long serial chains four independent AVX2 registers (two AVX-512 ones) instead of two:
+    in cache 5-9 % faster on AVX2 for the erf form. Not so on a Zen 1 EPYC, whose units
+    split each AVX2 operation in two 128-bit halves: one vector per step ran the erf form 1
+    % faster in cache and 3 % faster on 16M elements (18.6-18.9 ms against 19.2-19.8, two
+    threads, processes alternating), the tanh form 2.5-3 % slower. With a step's prefetch,
+    x and g are asked for a line of each per vector of the step, `ahead` bytes on."""
+    per_step = 1 if streaming else 2
+
     def block(typingctx, x, x_at, g, g_at, o, o_at, vectors, erf_tail, ahead):
         def codegen(context, builder, signature, args):
             data = array_data(context, builder, signature, args)
             _, x_at, _, g_at, _, o_at, vectors, erf_tail, ahead = args
             prefetching = not isinstance(signature.args[-1], types.NoneType)
+            nontemporal = ir.Constant(ir.IntType(1), 1) if streaming else None
 
-            def step(first, lanes):
+            def step(first, lanes, prefetched):
                 """o = g * GELU'(x) for the `lanes` elements from element `first`."""
                 math_ = _Vectors(builder, lanes)
                 tail = broadcast(builder, erf_tail, math_.vf)
@@ -343,21 +348,23 @@ def _row_block(use_tanh: bool):
                     pointer = builder.gep(data(i), [builder.add(base, offset)])
                     return builder.bitcast(pointer, math_.vf.as_pointer())
 
-                if prefetching and lanes == 2 * LANES:  # the step's two lines of x and g
+                if prefetched:  # the step's lines of x and g
                     for i, base in ((0, x_at), (2, g_at)):
-                        for line in (0, CACHE_LINE_BYTES):
+                        for line in range(0, 4 * lanes, CACHE_LINE_BYTES):
                             ahead_of = builder.add(offset, builder.add(ahead, ahead.type(line)))
                             prefetch(builder, builder.gep(data(i), [builder.add(base, ahead_of)]))
                 product = builder.fmul(builder.load(at(2, g_at), align=1),
                                        derivative(builder.load(at(0, x_at), align=1)))
-                store(builder, F32, product, at(4, o_at))
+                store(builder, F32, product, at(4, o_at), nontemporal)
 
-            one = ir.Constant(vectors.type, 1)
-            with cgutils.for_range(builder, builder.lshr(vectors, one)) as loop:
-                step(builder.mul(loop.index, ir.Constant(vectors.type, 2 * LANES)), 2 * LANES)
-            with builder.if_then(builder.trunc(vectors, ir.IntType(1))):
-                last = builder.sub(vectors, one)
-                step(builder.mul(last, ir.Constant(vectors.type, LANES)), LANES)
+            steps = ir.Constant(vectors.type, per_step)
+            with cgutils.for_range(builder, builder.udiv(vectors, steps)) as loop:
+                step(builder.mul(loop.index, ir.Constant(vectors.type, per_step * LANES)),
+                     per_step * LANES, prefetching)
+            if per_step == 2:
+                with builder.if_then(builder.trunc(vectors, ir.IntType(1))):
+                    last = builder.sub(vectors, ir.Constant(vectors.type, 1))
+                    step(builder.mul(last, ir.Constant(vectors.type, LANES)), LANES, False)
             return context.get_dummy_value()
 
         return types.none(x, types.intp, g, types.intp, o, types.intp, types.intp,
@@ -367,7 +374,11 @@ def _row_block(use_tanh: bool):
     return intrinsic(block)
 
 
+# whether the erf form's streamed rows store from their vector loop, where a vector spans
+# more than one register (AVX2, NEON), rather than through the pad's span (see `gelu_row`)
+ERF_LOOP_STREAMS = not LINE_VECTORS
 _erf_block, _tanh_block = _row_block(False), _row_block(True)
+_erf_streamed_block = _row_block(False, streaming=True)
 
 
 @njit(inline="always", error_model="numpy")
@@ -393,9 +404,9 @@ def erf_tail(code: int) -> np.float32:
 
 
 _PAD_BYTES = 4 * LANES  # one vector of float32; the pad holds x, g, o at 0, 64, 128
-# vectors computed into the pad's span before they are streamed out: 16M elements took
-# 0.91-0.94x the time with 16 as with 64 (erf form, AVX2 and AVX-512 builds; tanh form
-# 0.99x and 0.88-0.92x), 1.04x with 128, 8 and 4 no faster than 16
+# vectors computed into the pad's span before they are streamed out (see `gelu_row`): 16M
+# elements took 0.91-0.94x the time with 16 as with 64 (erf form, AVX2 and AVX-512 builds;
+# tanh form 0.99x and 0.88-0.92x), 1.04x with 128, 8 and 4 no faster than 16
 SPAN_VECTORS = 16
 _SPAN_AT = 3 * _PAD_BYTES  # where the span starts in the pad (moved to a cache line)
 PAD_BYTES = _SPAN_AT + 4 * LANES * (SPAN_VECTORS + 1)  # the `pad` scratch of a row
@@ -408,37 +419,41 @@ def gelu_row(x, x_at, g, g_at, o, o_at, n, use_tanh, erf_tail, pad, ahead, strea
     scratch: the last partial vector goes through it, so that every element is computed by
     the same code. `ahead`: x and g are prefetched that many bytes ahead of their loads
     (None: not; decided where the row is compiled). `streaming`: whole vectors are stored
-    non-temporally (o_at aligned to a vector; a `store_fence` before the results are used),
-    computed SPAN_VECTORS at a time into the pad and copied out from there. Streaming stores
-    mixed into the vector loop itself ran 4.5x slower wherever the stack held the loop's
-    spilled registers at some offsets within its page (one process in eight, and 1 to 7 of
-    41 call depths scanned, on AVX2): a store there queued behind the streaming ones held up
-    the loop's loads. The span costs its copy: 16M elements built for AVX2, the erf form on
-    one thread took 6.72-6.78 ms through it, 6.24-6.41 with plain stores from the loop, and
-    on two threads 3.36-3.53 ms against 3.05-3.14 with streaming stores from the loop (eight
-    alternating pairs of processes). The 4.5x slowdown could not be made again on
-    2026-11-25, with the loop of then or of now: over 256 stack offsets 16 bytes apart (one
-    thread) the worst re-measured 1.14x (now; then about 1.45x, one scan), none of 512
-    offsets of the stack and of o above 1.3x, none of 32 processes of the loop of then on
-    two threads (8 compiling it). Whole processes on one thread also ran about 1.8x slower
-    at times, through the span (2 of about 90) and from the loop (1 of about 15), for
-    reasons not found. So the span stays. On a Zen 1 EPYC (two threads, 16M elements,
-    processes alternating) streaming from the loop took 18.5-19.1 ms against 19.2-19.8
-    through the span, and 24.3-24.6 ms with one vector per step (see `_row_block`). On a Zen
-    5 EPYC (2026-12-02, erf form, 16M elements, two threads, alternating in one process)
-    streaming from the loop took, built for AVX2, 0.89-0.96x the time of the span at two
-    vectors per step and 0.91-0.97x at one (that loop alone spills no register, built for
-    haswell, znver1-3, skylake or alderlake; at two it spills x, which the end of the chain
-    reads again, and reading x again from memory through an opaque pointer only moved the
-    spill to |x|), and built for AVX-512 1.00-1.08x in eight runs of nine (0.83 in one): the
-    span's bursts of streaming stores win where memory binds. Scans of 24 call depths x 4
-    offsets of o, one thread, 16M elements (built for AVX2 three times, for AVX-512 once)
-    found no point above 1.5x the median in three of four; in the first AVX2 scan 4 of 96
-    points took 1.7-2.2x through the span and from the one-vector loop alike (none with
-    two), none of them slow again in the next two. Not taken: the Zen 1 figure for one
-    vector per step, and at two the hazard above."""
+    non-temporally (o_at aligned to 64 bytes; a `store_fence` before the results are used):
+    built for AVX2 or NEON (`ERF_LOOP_STREAMS`) the erf form's from its vector loop, one
+    vector per step; otherwise computed SPAN_VECTORS at a time into the pad and copied out
+    from there.
+
+    Streaming stores mixed into a vector loop that spills registers to the stack ran 4.5x
+    slower wherever the stack held the spills at some offsets within its page (a Zen 3 EPYC,
+    AVX2, 2026-11-24: one process in eight, 1 to 7 of 41 call depths scanned; perf put the
+    samples just after the spills: a spill store queued behind the streaming ones held up
+    the loop's loads). It could not be made again since (2026-11-25 there: the worst of 512
+    offsets of the stack and of o 1.3x; a Zen 5 EPYC, 2026-12-02: scans of 24 call depths x
+    4 offsets of o, one thread, both ISA levels, none above 1.5x the median in three of
+    four, and 1.7-2.2x at 4 of 96 points of the fourth through the span and from the loop
+    alike, none slow again). On a Zen 1 EPYC (16M elements, two threads, processes
+    alternating) streaming from the loop took 18.5-19.1 ms against 19.2-19.8 through the
+    span at two vectors per step, but 24.3-24.6 at one; that one-vector loop (of 2026-11-28)
+    spilled too, 3 stack stores when built for znver1 today. The erf form's one-vector loop
+    of now spills nothing, built for haswell, znver1, znver2, znver3, skylake or alderlake
+    alike (at two it spills x, which the end of the chain reads again; reading x again
+    through an opaque pointer only moved the spill to |x|), so only it streams from the
+    loop; the tanh form's loop spills at either width and keeps the span.
+
+    The span costs its copy where the rows are bound by their compute: on the Zen 5 (16M,
+    two threads, alternating in one process), streamed from the one-vector loop, the erf
+    form built for AVX2 took 0.91-0.97x the span's time (3.19-3.55 ms against 3.44-3.68;
+    from two vectors per step 0.89-0.96x), the tanh form 0.95x (one thread, 10.99 against
+    11.63 ms, from its spilling loop); built for AVX-512, bound by memory, the span's bursts
+    of streaming stores took 0.93-1.00x the time of streaming from the loop in eight runs of
+    nine (1.2x in one). Whole processes on one thread also ran about 1.8x slower at times on
+    the Zen 3, through the span (2 of about 90) and from the loop (1 of about 15), for
+    reasons not found."""
     vectors, done, rest = split_row(F32, n)
-    if streaming:
+    if streaming and ERF_LOOP_STREAMS and not use_tanh:
+        _erf_streamed_block(x, x_at, g, g_at, o, o_at, vectors, erf_tail, ahead)
+    elif streaming:
         span = _SPAN_AT + (-(pad.ctypes.data + _SPAN_AT)) % CACHE_LINE_BYTES
         for first in range(0, vectors, SPAN_VECTORS):
             count = min(SPAN_VECTORS, vectors - first)
