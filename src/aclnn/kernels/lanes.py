@@ -61,15 +61,14 @@ def function(builder, name: str, result, arguments):
 
 
 # llvm.prefetch's locality: the caches a prefetched line is kept in. x86: prefetcht0,
-# prefetcht1, prefetchnta.
-EVERY_LEVEL, OUTER_LEVELS, PASSING = 3, 2, 0
+# prefetcht1.
+EVERY_LEVEL, OUTER_LEVELS = 3, 2
 
 
 def prefetch(builder, pointer, locality: int = EVERY_LEVEL) -> None:
     """Ask for the cache line at the byte `pointer` (i8*) ahead of time: llvm.prefetch, a
-    read of data kept in every cache level, in all but the first (OUTER_LEVELS), or read
-    once and kept out of the outer caches where the CPU can (PASSING); it never faults,
-    so it may point past the end of an array."""
+    read of data kept in every cache level or in all but the first (OUTER_LEVELS); it
+    never faults, so it may point past the end of an array."""
     i32, i8p = ir.IntType(32), ir.IntType(8).as_pointer()
     builder.call(function(builder, "llvm.prefetch.p0i8", ir.VoidType(), [i8p, i32, i32, i32]),
                  [pointer, i32(0), i32(locality), i32(1)])
@@ -219,12 +218,12 @@ def store_pair(builder, first, second, pointer, streaming, zero) -> None:
 
 
 def pair_loop(builder, code: int, vectors, result, out_at, streaming, prefetched=(),
-              ahead=None, locality: int = EVERY_LEVEL) -> None:
+              ahead=None) -> None:
     """The vector loop of a 16-bit row of `vectors` vectors: the results (`result(v)`, from
     `narrower`) stored at the byte pointers `out_at(v)` two at a time, one 64-byte line each
     (`store_pair`, streamed where the i1 `streaming`), the last one alone where their count
     is odd. Each pair first prefetches `ahead` bytes (a value of the vectors' type) past
-    each byte pointer of `prefetched(v)` (`prefetch` with `locality`)."""
+    each byte pointer of `prefetched(v)` (`prefetch`, into every cache level)."""
     two = vectors.type(2)
     # the output address's sign bit: 0 (a user-space address), which LLVM cannot know (a
     # count's, used before, it could where the caller had tested the count)
@@ -233,7 +232,7 @@ def pair_loop(builder, code: int, vectors, result, out_at, streaming, prefetched
     with cgutils.for_range(builder, builder.udiv(vectors, two)) as loop:
         v = builder.mul(loop.index, two)
         for pointer in prefetched(v) if prefetched else ():
-            prefetch(builder, builder.gep(pointer, [ahead]), locality)
+            prefetch(builder, builder.gep(pointer, [ahead]))
         store_pair(builder, result(v), result(builder.add(v, vectors.type(1))), out_at(v),
                    streaming, zero)
     with builder.if_then(builder.trunc(vectors, ir.IntType(1))):  # odd count

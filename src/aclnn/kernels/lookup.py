@@ -7,12 +7,12 @@ stands for, and looked up: the same bits at memory speed, whatever the values.
 The rows go 16 lanes at a time in LLVM IR: each lane's x is read as a scalar and its factor
 by a scalar load from the table (256 KiB of float32), g is widened and the product
 rounded in registers, and large outputs are stored non-temporally. g and x are
-prefetched _PREFETCH_BYTES ahead, non-temporally, so that streaming them through does not
-push the table out of L2: float16 values of one magnitude reach more entries than L1
-holds. Numba's own loop over the elements read the table with gather instructions where
-the CPU has AVX-512, slower than scalar loads there; reading x as a vector and taking its
-lanes apart ran no faster than the gathers. 16M elements, 2 threads, alternating with
-that loop in one process, new / old time for x from N(0,1), U(+-8), U(+-100):
+prefetched _PREFETCH_BYTES ahead into every cache level (prefetcht0). Numba's own loop
+over the elements read the table with gather instructions where the CPU has AVX-512,
+slower than scalar loads there; reading x as a vector and taking its lanes apart ran no
+faster than the gathers. 16M elements, 2 threads, alternating with that loop in one
+process, new / old time for x from N(0,1), U(+-8), U(+-100) (on a Zen 4 EPYC, the
+inputs then prefetched non-temporally):
 
     built for AVX-512   float16  1.93 / 3.43, 1.89 / 3.25, 2.40 / 3.90 ms
                         bfloat16 2.62 / 2.97, 2.27 / 2.44, 2.41 / 3.37
@@ -20,14 +20,28 @@ that loop in one process, new / old time for x from N(0,1), U(+-8), U(+-100):
                         bfloat16 1.81 / 2.01, 1.70 / 1.58, 2.53 / 3.03
 
 (prefetch distances: float16 took 0.87, 0.67, 0.57 and 0.58 of the time without them at
-512, 1024, 2048 and 4096 bytes; bfloat16 0.96-1.15 at any.) bfloat16 lanes go in the row
-kernels' unpacked order (`lanes.row_loader`, the factors loaded in that order; a table's
-NaNs, float32 results from bfloat16 values, have the zero low half `lanes.row_narrower`
-needs): 0.90-0.96 of the time built for AVX2 (N(0, 1) 1.60-1.62 ms against 1.67-1.77),
-the same for AVX-512. A subnormal table value makes its products take x86 microcode
-assists: float16 tables hold none (`float16_factors`); bfloat16 tables built for AVX-512
-hold theirs scaled into the normal range, their products made exact by integer steps
-(`bfloat16_factors`).
+512, 1024, 2048 and 4096 bytes; bfloat16 0.96-1.15 at any.) The non-temporal hint
+(prefetchnta), meant to keep the streamed inputs from pushing the table out of L2, made
+float16 2.3x slower on an Intel Xeon with AVX-512 (2 cores, 2 MiB L2 each, 2026-12-03):
+there a line so prefetched goes to L1 alone and the table's misses evict it before its
+load comes, which then goes to memory. 16M elements alternating in one process, median
+ms for N(0, 1), U(+-8), U(+-100), non-temporal against prefetcht0: built for AVX-512
+float16 9.83 / 4.26, 7.63 / 4.07, 7.73 / 4.25 (prefetcht1 4.21, 4.17, 4.12; prefetcht0
+at 512, 1024, 4096 bytes 4.49, 4.32, 4.33 for N(0, 1); none 5.23-5.59), bfloat16 5.14 /
+4.15, 5.07 / 4.21, 6.41 / 4.89; built for AVX2 float16 14.86 / 4.76, 8.24 / 4.64, 8.41 /
+4.64, bfloat16 5.26 / 4.78, 5.32 / 5.00, 6.11 / 5.24. Not yet measured with prefetcht0
+on the Zen EPYCs (their SmoothL1 rows prefetch so). On the Xeon in cache (2^17 elements,
+one thread, float16 N(0, 1)) the rows took 5.47 ns per 16 lanes, 3.88 with
+llvm.masked.gather (vgatherdps) in place of the scalar loads, 16M of them 0.96x the time:
+not taken for 4 %; vectors built of broadcast loads blended in turn 5.40.
+
+bfloat16 lanes go in the row kernels' unpacked order (`lanes.row_loader`, the factors
+loaded in that order; a table's NaNs, float32 results from bfloat16 values, have the zero
+low half `lanes.row_narrower` needs): 0.90-0.96 of the time built for AVX2 (N(0, 1)
+1.60-1.62 ms against 1.67-1.77), the same for AVX-512. A subnormal table value makes its
+products take x86 microcode assists: float16 tables hold none (`float16_factors`);
+bfloat16 tables built for AVX-512 hold theirs scaled into the normal range, their products
+made exact by integer steps (`bfloat16_factors`).
 """
 
 from __future__ import annotations
@@ -53,7 +67,6 @@ from .lanes import (
     I32,
     I64,
     LANES,
-    PASSING,
     VF,
     VI,
     array_data,
@@ -74,7 +87,7 @@ BLOCK = 4096  # elements per row
 RUNS = 64  # parallel work items
 _VECTOR_BYTES = 2 * LANES  # one vector of 16-bit elements
 PAD_BYTES = 3 * _VECTOR_BYTES  # the pad holds a partial vector of g, x and o
-_PREFETCH_BYTES = 2048  # how far ahead g and x are prefetched, non-temporally
+_PREFETCH_BYTES = 2048  # how far ahead g and x are prefetched
 
 
 TINY_SCALE = 64  # a scaled bfloat16 factor is held times 2**TINY_SCALE
@@ -161,7 +174,7 @@ def _lookup_block(code: int, scaled: bool = False):
 
             pair_loop(builder, code, vectors, result, lambda v: address(2, v),
                       as_i1(builder, streaming), lambda v: [address(0, v), address(1, v)],
-                      vectors.type(_PREFETCH_BYTES), PASSING)
+                      vectors.type(_PREFETCH_BYTES))
             return context.get_dummy_value()
 
         return types.none(g, x, o, types.intp, types.intp, table, types.boolean, types.float64,
