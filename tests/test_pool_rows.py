@@ -113,26 +113,26 @@ def _cached_pool_kernel_asm() -> str:
 
 
 @pytest.mark.skipif(not X86, reason="the instructions checked are x86's")
-@pytest.mark.parametrize("line_vectors", [
-    value if value == pool.LINE_VECTORS else pytest.param(value, marks=pytest.mark.slow)
+@pytest.mark.parametrize("rows_alone", [
+    value if value == pool.F16_ROWS_ALONE else pytest.param(value, marks=pytest.mark.slow)
     for value in (True, False)])
-def test_pool_kernel_streams_f16_rows(monkeypatch, line_vectors):
-    """The AvgPool kernel has streamed integer-vector stores (float16 lines) whether or not
-    a vector fills a line: rows stored one by one where it does, groups of rows of a
-    contiguous plane (`pool.store_group`) where it does not. The build of this machine is
-    read from the cache; the other is compiled for the test (55 s on a 2 GHz Zen 1)."""
-    if line_vectors == pool.LINE_VECTORS:
+def test_pool_kernel_streams_f16_rows(monkeypatch, rows_alone):
+    """The AvgPool kernel has streamed integer-vector stores (float16 lines) with rows
+    stored one by one (`pool.F16_ROWS_ALONE`) and with groups of rows of a contiguous
+    plane (`pool.store_group`). The build of this machine is read from the cache; the
+    other is compiled for the test (55 s on a 2 GHz Zen 1)."""
+    if rows_alone == pool.F16_ROWS_ALONE:
         assembly = _cached_pool_kernel_asm()
     else:
-        monkeypatch.setattr(pool, "LINE_VECTORS", line_vectors)
+        monkeypatch.setattr(pool, "F16_ROWS_ALONE", rows_alone)
         assembly = _pool_kernel_asm()
     assert re.findall(r"\tvmovntdq\s", assembly)
 
 
 def test_store_group_rule(monkeypatch):
     """Rows are grouped only for float16 rows of a contiguous plane, shorter than
-    GROUP_BYTES, built where a vector does not fill a line; as many as fill GROUP_BYTES."""
-    monkeypatch.setattr(pool, "LINE_VECTORS", False)
+    GROUP_BYTES, unless rows are streamed alone; as many as fill GROUP_BYTES."""
+    monkeypatch.setattr(pool, "F16_ROWS_ALONE", False)
     f16, f32 = pool.F16, pool.F32
     assert pool.store_group(f16, (0, 0, 224, 2), 112) == pool.GROUP_BYTES // 224
     assert pool.store_group(f16, (0, 0, 2 * 3000, 2), 3000) == pool.GROUP_BYTES // 6000
@@ -140,7 +140,7 @@ def test_store_group_rule(monkeypatch):
     assert pool.store_group(f16, (0, 0, 256, 2), 112) == 1  # rows apart
     assert pool.store_group(f16, (0, 0, 448, 4), 112) == 1  # every other element
     assert pool.store_group(f32, (0, 0, 448, 4), 112) == 1
-    monkeypatch.setattr(pool, "LINE_VECTORS", True)
+    monkeypatch.setattr(pool, "F16_ROWS_ALONE", True)
     assert pool.store_group(f16, (0, 0, 224, 2), 112) == 1
 
 

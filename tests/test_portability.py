@@ -5,6 +5,7 @@ process's results, its every kernel's LLVM IR cross-compiled for AArch64."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -168,3 +169,21 @@ def test_the_store_fence_is_x86_only(monkeypatch):
         irs[x86] = fenced.inspect_llvm(())
     assert "llvm.x86.sse.sfence" in irs[True] and "llvm.x86." not in irs[False]
     assert all("fence seq_cst" in ir for ir in irs.values())
+
+
+def test_cpu_vendor_from_cpuinfo_or_the_platform(monkeypatch):
+    """`bits.cpu_vendor` reads /proc/cpuinfo's vendor_id; where the file cannot be read, the
+    platform's processor string names it, or nothing does ("")."""
+    cpuinfo = "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\n"
+    monkeypatch.setattr(bits, "open", lambda *a, **k: io.StringIO(cpuinfo), raising=False)
+    assert bits.cpu_vendor() == "AuthenticAMD"
+
+    def unreadable(*args, **kwargs):
+        raise OSError("no /proc here")
+
+    monkeypatch.setattr(bits, "open", unreadable, raising=False)
+    monkeypatch.setattr(bits.platform, "processor",
+                        lambda: "Intel64 Family 6 Model 167 Stepping 1, GenuineIntel")
+    assert bits.cpu_vendor() == "GenuineIntel"
+    monkeypatch.setattr(bits.platform, "processor", lambda: "arm")
+    assert bits.cpu_vendor() == ""

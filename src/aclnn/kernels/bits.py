@@ -30,6 +30,21 @@ def target_features() -> set[str]:
     return set(features.split(","))
 
 
+def cpu_vendor() -> str:
+    """The vendor string of the CPU this process runs on ("GenuineIntel", "AuthenticAMD"),
+    or "" where the system does not say: for choices whose cost was measured per vendor
+    (the microarchitecture, not the instruction set Numba compiles for)."""
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as info:
+            for line in info:
+                if line.startswith("vendor_id"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    processor = platform.processor()
+    return next((v for v in ("GenuineIntel", "AuthenticAMD") if v in processor), "")
+
+
 F16C = "+f16c" in target_features() or platform.machine().lower() in ("aarch64", "arm64")
 CACHE_LINE_BYTES = 64
 STREAM_BYTES = 8 << 20  # outputs from this size are stored non-temporally (not cached)

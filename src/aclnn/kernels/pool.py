@@ -15,8 +15,8 @@ buffers of a row or of output-plane size, allocated once per run of planes:
   out[ih, :] = sum of t[oh, :] over the output rows whose window covers ih (vectorised)
 and each finished row is stored into gradInput through its strides, rounded once to its
 dtype, streamed where that pays (`bits.store_f32_row`: float32 rows of whole cache
-lines; `lanes.store_f16_row`: the whole lines of longer float16 rows, where a vector
-fills a line, `lanes.LINE_VECTORS`, else of groups of a contiguous plane's rows,
+lines; `lanes.store_f16_row`: the whole lines of longer float16 rows, one by one where
+that measured faster, `F16_ROWS_ALONE`, else of groups of a contiguous plane's rows,
 `store_group`). A column stride of 2 (the common one)
 builds its rows of t in registers, both residues' sums interleaved by shuffles. Rows of q
 and t are computed when the first input row that needs them comes, so the
@@ -47,6 +47,7 @@ from numba.extending import intrinsic
 from .bits import (
     F16,
     F32,
+    cpu_vendor,
     load_span,
     round_to_half,
     round_to_hf32,
@@ -87,6 +88,13 @@ class Scaling(NamedTuple):
 # at a time took 1.0-1.04x (no gain), rows of a group or longer are stored alone. Built for
 # AVX-512 (rows streamed alone) or in float32, gathering them took 1.0-1.4x as long.
 GROUP_BYTES = 8192
+# Float16 rows are streamed one by one, not in groups, built for AVX-512 (a vector store
+# fills a line) on AMD CPUs: on an AMD EPYC with AVX-512 groups took 1.0-1.4x as long. On an
+# Intel Xeon with AVX-512 (2 cores, 2026-12-03), rows streamed alone took twice as long as
+# groups: (32, 64, 112, 112) through the benchmark's call, alternating in one process,
+# median ms k3s2p1 12.22 alone, 6.42 in groups, 6.28 stored plainly; k2s2p0 8.08, 5.24,
+# 5.17. Other CPUs (not measured) take groups, as every AVX2 or NEON build does.
+F16_ROWS_ALONE = LINE_VECTORS and cpu_vendor() == "AuthenticAMD"
 PLANE_CHUNKS = 64  # the planes are shared out in this many runs, each with its own buffers
 _U1 = np.uint64(1)  # unsigned index arithmetic (see the plane loop)
 
@@ -286,7 +294,7 @@ def _avg_pool2d_backward(bufs, meta, dims, h_plan, w_factor, w_plan, override, s
     go, gi = bufs[0], bufs[1]
     # half_out: the sums rounded to float16, unless the store itself rounds them to float16
     round_row = half_out and meta[1, 0] != F16
-    streamed_f16 = LINE_VECTORS or group > 1
+    streamed_f16 = F16_ROWS_ALONE or group > 1
     w_divisor = w_factor.astype(np.float32)  # exact: window extents are small integers
     # each window's divisor (divide) or multiplier, the same for every plane
     window_factor = np.empty(out_h * out_w, np.float32)
@@ -357,12 +365,11 @@ def _avg_pool2d_backward(bufs, meta, dims, h_plan, w_factor, w_plan, override, s
 
 def store_group(code: int, byte_strides, width: int) -> int:
     """How many rows of gradInput (element `code`, byte strides over N, C, H, W) the kernel
-    stores together: the float16 rows of a contiguous plane, built where a vector does not
-    fill a line (AVX2, NEON), as many as make GROUP_BYTES (they are streamed together, see
-    GROUP_BYTES); any other row is stored when finished (float16 streamed only where a
-    vector fills a line)."""
+    stores together: the float16 rows of a contiguous plane, unless they are streamed one
+    by one (`F16_ROWS_ALONE`), as many as make GROUP_BYTES (they are streamed together, see
+    GROUP_BYTES); any other row is stored when finished (float16 streamed only then)."""
     row_bytes = 2 * width
-    if (LINE_VECTORS or code != F16 or byte_strides[3] != 2 or byte_strides[2] != row_bytes
+    if (F16_ROWS_ALONE or code != F16 or byte_strides[3] != 2 or byte_strides[2] != row_bytes
             or row_bytes >= GROUP_BYTES):
         return 1
     return GROUP_BYTES // row_bytes
