@@ -323,6 +323,6 @@ def loss_rows_in_cache(dtype, beta: float, scale: float) -> InCache:
 def gelu_rows_in_cache(approximate: str, spread: str) -> InCache:
     """Our float32 GELU backward rows (`approximate` "none" or "tanh", self from `spread`)
     on THREADS threads with their operands in cache."""
-    rows, tail = _rows(np.float32, 2, spread), gelu_rows.erf_tail(bits.F32)
-    return _in_cache(lambda repeats: _gelu_rows(rows, approximate == "tanh", tail, repeats),
-                     rows)
+    use_tanh = approximate == "tanh"
+    rows, tail = _rows(np.float32, 2, spread), gelu_rows.negative_tail(bits.F32, use_tanh)
+    return _in_cache(lambda repeats: _gelu_rows(rows, use_tanh, tail, repeats), rows)

@@ -43,10 +43,11 @@ def _ulp_error(got, exact):
 def _run(g, x, approximate, streaming=False, code=pointwise.BF16):
     """o = g * GELU'(x) by the contiguous float32 kernel (into a cache-line aligned output,
     as streaming stores need), as it computes it for results of the dtype `code` (the erf
-    form's tail: see `gelu_rows.erf_tail`)."""
+    form's negative tail: see `gelu_rows.negative_tail`)."""
     out = R.aligned_zeros(x.size, np.float32)
     gelu_rows.gelu_flat(np.asarray(g, np.float32), np.asarray(x, np.float32), out,
-                        approximate == "tanh", gelu_rows.erf_tail(code), streaming)
+                        approximate == "tanh", gelu_rows.negative_tail(code, approximate == "tanh"),
+                        streaming)
     return out
 
 
@@ -124,24 +125,31 @@ def test_float32_results_meet_the_precision_bar(approximate):
     assert (error <= 8 * np.spacing(np.abs(exact).astype(np.float32)) + 2.0**-22).all()
 
 
-def test_float32_results_take_subnormal_derivatives_as_0():
-    """For float32 results the erf form takes GELU' as 0 from x = -ERF_NORMAL on, where the
-    whole tail's value (16-bit results) is subnormal; every other float32 result keeps
-    the whole tail's bits and none is subnormal. Through the operator, contiguous and
-    strided: float32 gives 0 there, bfloat16 the subnormal GELU' times g."""
+@pytest.mark.parametrize("approximate", MODES)
+def test_float32_results_take_subnormal_derivatives_as_0(approximate):
+    """For float32 results each form takes GELU' as 0 from x = -ERF_NORMAL / -TANH_NORMAL
+    on, where the whole tail's value (16-bit results) is subnormal; every other float32
+    result keeps the whole tail's bits and none is subnormal. Through the operator,
+    contiguous and strided: float32 gives 0 there, bfloat16 the subnormal GELU' times g."""
+    tanh = approximate == "tanh"
+    normal = float(gelu_rows.TANH_NORMAL if tanh else gelu_rows.ERF_NORMAL)
+    zero = float((gelu_rows.TANH_TAIL if tanh else gelu_rows.ERF_TAIL)[0])
+    middle = -0.5 * (normal + zero)  # between where GELU' turns subnormal and rounds to 0
     x = np.linspace(-16.0, 16.0, 3_200_001, dtype=np.float32)
-    flushed, whole = _derivative(x, "none", pointwise.F32), _derivative(x, "none")
-    past = x <= -gelu_rows.ERF_NORMAL
+    flushed, whole = _derivative(x, approximate, pointwise.F32), _derivative(x, approximate)
+    past = x <= -gelu_rows.negative_tail(pointwise.F32, tanh)
     assert (flushed[past] == 0).all()
     assert _same_bits(flushed[~past], whole[~past])
     assert ((flushed == 0) | (np.abs(flushed) >= FLOAT32_TINY)).all()
-    assert (np.abs(whole[past & (x > -14.0)]) < FLOAT32_TINY).all()
-    assert (whole[past & (x > -14.0)] != 0).all()
+    assert (np.abs(whole[past]) < FLOAT32_TINY).all()
+    assert (whole[past & (x > middle)] != 0).all()
+    last_normal = np.nextafter(np.float32(-normal), np.float32(0))
+    assert abs(_derivative([last_normal], approximate)[0]) >= FLOAT32_TINY
     for dtype in (np.float32, ml_dtypes.bfloat16):
-        x = np.array([[-13.5, -14.0, -13.25]], dtype)
+        x = np.array([[-normal - 0.15, middle, -normal + 0.09]], dtype)
         g = np.array([[1e30, -1e25, 1.0]], dtype)
         for x_in in (x, R.strided_device(x, R.layout_strides(x.shape, gap=3))):
-            got = R.compute("gelu", [g, x_in], ["none"]).astype(np.float32)
+            got = R.compute("gelu", [g, x_in], [approximate]).astype(np.float32)
             assert (got[0, :2] == 0).all() == (dtype == np.float32), dtype
             assert got[0, 2] != 0
 
@@ -254,14 +262,14 @@ def _unscaled(keep, scaled):
 
 
 @njit
-def _scalar_derivatives(x, use_tanh, erf_tail):
+def _scalar_derivatives(x, use_tanh, tail):
     """GELU' of each element by the module docstring's operations, in the same order."""
     out = np.empty(x.size, np.float32)
     for i in range(x.size):
         a = abs(x[i])
         negative = x[i] < 0
         if use_tanh:
-            keep = a < gelu_rows.TANH_TAIL[0 if negative else 1]
+            keep = a < (tail if negative else gelu_rows.TANH_TAIL[1])
             ac = gelu_rows.TANH_CLAMP if a > gelu_rows.TANH_CLAMP else a
             square = ac * ac
             e = _scalar_scaled_exp(ac * _fma(square, gelu_rows._FOUR_U[1], gelu_rows._FOUR_U[0]),
@@ -269,15 +277,15 @@ def _scalar_derivatives(x, use_tanh, erf_tail):
             big = f(1.0) / (f(1.0) + _unscaled(e >= f(2.0 ** (gelu_rows.SCALE - 30)), e))
             small = e * big
             w = (a * (small * big)) * _fma(square, gelu_rows._W[1], gelu_rows._W[0])
-            tail = _unscaled(keep, small - w if negative else w)
+            term = _unscaled(keep, small - w if negative else w)
             near = (gelu_rows._TANH_ROOT_HI - a) + gelu_rows._TANH_ROOT_LO
             if negative and abs(near) < gelu_rows.ROOT_BAND:
                 out[i] = near * _horner(near, gelu_rows._TANH_BAND)
             else:
-                out[i] = tail if negative else big + tail
+                out[i] = term if negative else big + term
         else:
             e = f(0.0)
-            if a < erf_tail:
+            if a < tail:
                 e = _scalar_scaled_exp(a * a)
             t = f(1.0) / _fma(a, gelu_rows._T_SCALE, f(1.0))
             negative = math.copysign(1.0, x[i]) < 0  # q = p e, or 1 - q by one rounding
@@ -327,7 +335,8 @@ def test_vector_code_is_the_documented_formula(approximate, code):
     for lengths with a partial last vector, an odd count of whole ones, and below one,
     for float32 and 16-bit results (the erf form's tail)."""
     _, x = _float32_inputs()
-    scalar = _scalar_derivatives(x, approximate == "tanh", gelu_rows.erf_tail(code))
+    use_tanh = approximate == "tanh"
+    scalar = _scalar_derivatives(x, use_tanh, gelu_rows.negative_tail(code, use_tanh))
     for n in (x.size, 4096 * 3 + 5, 53, 17, 5, 0):  # 53: a pair of vectors, one more, a rest
         assert _same_bits(_derivative(x[:n], approximate, code), scalar[:n])
     assert np.isnan(scalar[~np.isfinite(x)]).all()
@@ -459,7 +468,7 @@ def test_one_block_kernel_gives_the_contiguous_kernels_bits(approximate, n):
     x[:8] = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, -14.0, 20.0, -1e-40])[:n]
     g = rng.standard_normal(n).astype(np.float32)
     for code in (pointwise.F32, pointwise.BF16):
-        tail = gelu_rows.erf_tail(code)
+        tail = gelu_rows.negative_tail(code, approximate == "tanh")
         out = np.zeros(n, np.float32)
         gelu_rows.gelu_block(g, x, out, approximate == "tanh", tail)
         assert _same_bits(out, _run(g, x, approximate, code=code)), code
@@ -472,7 +481,7 @@ kernel = gelu_rows.gelu_flat  # compiled here: NUMBA_CACHE_DIR is empty
 raw = np.zeros(4096, np.uint8)
 out = raw[-raw.ctypes.data % 64:][:1024].view(np.float32)  # streamed: on a line
 a = np.zeros(256, np.float32)
-kernel(a, a, out, False, gelu_rows.erf_tail(gelu_rows.F32), True)
+kernel(a, a, out, False, gelu_rows.negative_tail(gelu_rows.F32, False), True)
 print(len(re.findall(r"\\tprefetcht0\\s", kernel.inspect_asm(kernel.signatures[0]))))
 """
 
@@ -499,7 +508,7 @@ kernel = gelu_rows.gelu_flat  # compiled here: NUMBA_CACHE_DIR is empty
 raw = np.zeros(1 << 16, np.uint8)
 out = raw[-raw.ctypes.data % 64:][:8192].view(np.float32)  # streamed: on a line
 a = np.zeros(8192, np.float32)
-kernel(a, a, out, False, gelu_rows.erf_tail(gelu_rows.F32), True)
+kernel(a, a, out, False, gelu_rows.negative_tail(gelu_rows.F32, False), True)
 print(int(gelu_rows.ERF_LOOP_STREAMS))
 lines = kernel.inspect_asm(kernel.signatures[0]).splitlines()
 for end, line in enumerate(lines):  # loops of one block: a jump back to their own label
@@ -518,8 +527,9 @@ for size in (3 * 4096 + 21, 4096 + 16 * 22 + 5, 16 * 16):  # whole, cut short, o
     g = rng.standard_normal(size).astype(np.float32)
     for tanh in (False, True):
         plain = np.zeros(size, np.float32)
-        kernel(g, x, plain, tanh, gelu_rows.erf_tail(gelu_rows.F32), False)
-        kernel(g, x, streamed, tanh, gelu_rows.erf_tail(gelu_rows.F32), True)
+        tail = gelu_rows.negative_tail(gelu_rows.F32, tanh)
+        kernel(g, x, plain, tanh, tail, False)
+        kernel(g, x, streamed, tanh, tail, True)
         if not np.array_equal(plain.view(np.uint32), streamed.view(np.uint32)):
             raise SystemExit(f"streamed bits differ: size {size}, tanh {tanh}")
 """

@@ -47,7 +47,7 @@ result rounds to 0 or 1 anyway (|x| past ERF_TAIL[0] or TANH_TAIL) were set to 0
 whose GELU' is itself subnormal makes a subnormal (x86 takes a slow microcode assist for
 each operation that makes or takes one), rounded once, as a float32 result. In the erf
 form one FMA makes it and the product with g takes it (see `by_sign`). Only 16-bit results
-keep those lanes; float32 results take them as 0 (see `erf_tail`).
+keep those lanes; float32 results take them as 0 (see `negative_tail`).
 
 erf form: GELU'(x) = Phi(x) + x phi(x) is q(a) for x < 0 and 1 - q(a) otherwise, a = |x|,
 
@@ -138,10 +138,11 @@ _T_SCALE = f(0.316)
 # |x| from which GELU' rounds to 0 (x < 0: |GELU'| < 2**-150) or 1 (x > 0: |GELU' - 1| <
 # 2**-25): (negative x, positive x), for the erf and the tanh form
 ERF_TAIL = (f(14.6), f(6.1))
-# the first float32 |x| at which a negative x's GELU' (erf form) is subnormal, by the kernel's
-# operations and in float64 alike (-2**-126 at x = -13.3418823; see `erf_tail`)
-ERF_NORMAL = f(13.341883)
 TANH_TAIL = (f(10.95), f(5.6))
+# the first float32 |x| at which a negative x's GELU' is subnormal, by the kernel's
+# operations and in float64 alike (see `negative_tail`): the erf form's -2**-126 at x =
+# -13.3418823, the tanh form's -1.1754871e-38 at x = -10.235001
+ERF_NORMAL, TANH_NORMAL = f(13.341883), f(10.235001)
 
 _K = math.sqrt(2 / math.pi)
 _C = 0.044715
@@ -252,10 +253,10 @@ class _Vectors:
         return self.b.fmul(scaled, factor)
 
     def within(self, x, a, negative_limit, positive_limit):
-        """a < the limit for x's sign (false for NaN)."""
+        """a < the limit for x's sign (false for NaN); the negative one a vector."""
         b = self.b
         negative = b.fcmp_ordered("<", x, self.const(0.0))
-        limit = b.select(negative, self.const(negative_limit), self.const(positive_limit))
+        limit = b.select(negative, negative_limit, self.const(positive_limit))
         return negative, b.fcmp_ordered("<", a, limit)
 
     def by_sign(self, x, v, e):
@@ -279,7 +280,7 @@ class _Vectors:
 
     def erf_derivative(self, x, tail):
         """GELU'(x), erf form (see the module's docstring), 0 for x <= -tail (a vector; see
-        `erf_tail`). +-inf: NaN from (a_r - a) * 0. Not taken on a Zen 5 EPYC (2026-12-02,
+        `negative_tail`). +-inf: NaN from (a_r - a) * 0. Not taken on a Zen 5 EPYC (2026-12-02,
         a row of 4096 in cache, one thread, alternating; 2.75-2.80 ns per 8 lanes built for
         AVX2, 1.45-1.66 for AVX-512): t = c / (c + a), c = 1/0.316 (an add for the FMA),
         0.97-0.99x the time at both levels and within noise on 16M (0.98-1.00x); a_r's low
@@ -295,8 +296,9 @@ class _Vectors:
         t = b.fdiv(self.const(1.0), self.fma(a, self.const(_T_SCALE), self.const(1.0)))
         return self.by_sign(x, self.horner(t, _GELU_V_SCALED), e)
 
-    def tanh_derivative(self, x):
-        """GELU'(x), tanh form (see the module's docstring). +-inf: NaN from inf * 0."""
+    def tanh_derivative(self, x, tail):
+        """GELU'(x), tanh form (see the module's docstring), 0 for x <= -tail (a vector;
+        see `negative_tail`). +-inf: NaN from inf * 0."""
         b = self.b
         a = self.abs(x)
         ac = self.at_most(a, TANH_CLAMP)
@@ -308,9 +310,9 @@ class _Vectors:
         small = b.fmul(e, big)
         w = b.fmul(b.fmul(a, b.fmul(small, big)),
                    self.fma(square, self.const(_W[1]), self.const(_W[0])))
-        negative, keep = self.within(x, a, *TANH_TAIL)
-        tail = self.unscaled(keep, b.select(negative, b.fsub(small, w), w))
-        d = b.select(negative, tail, b.fadd(big, tail))
+        negative, keep = self.within(x, a, tail, TANH_TAIL[1])
+        term = self.unscaled(keep, b.select(negative, b.fsub(small, w), w))
+        d = b.select(negative, term, b.fadd(big, term))
         near = b.fadd(b.fsub(self.const(_TANH_ROOT_HI), a), self.const(_TANH_ROOT_LO))
         in_band = b.and_(negative, b.fcmp_ordered("<", self.abs(near), self.const(ROOT_BAND)))
         return b.select(in_band, b.fmul(near, self.horner(near, _TANH_BAND)), d)
@@ -329,19 +331,18 @@ def _row_block(use_tanh: bool, streaming: bool = False):
     x and g are asked for a line of each per vector of the step, `ahead` bytes on."""
     per_step = 1 if streaming else 2
 
-    def block(typingctx, x, x_at, g, g_at, o, o_at, vectors, erf_tail, ahead):
+    def block(typingctx, x, x_at, g, g_at, o, o_at, vectors, tail, ahead):
         def codegen(context, builder, signature, args):
             data = array_data(context, builder, signature, args)
-            _, x_at, _, g_at, _, o_at, vectors, erf_tail, ahead = args
+            _, x_at, _, g_at, _, o_at, vectors, tail_value, ahead = args
             prefetching = not isinstance(signature.args[-1], types.NoneType)
             nontemporal = ir.Constant(ir.IntType(1), 1) if streaming else None
 
             def step(first, lanes, prefetched):
                 """o = g * GELU'(x) for the `lanes` elements from element `first`."""
                 math_ = _Vectors(builder, lanes)
-                tail = broadcast(builder, erf_tail, math_.vf)
-                derivative = (math_.tanh_derivative if use_tanh
-                              else lambda x: math_.erf_derivative(x, tail))
+                tail = broadcast(builder, tail_value, math_.vf)
+                derivative = math_.tanh_derivative if use_tanh else math_.erf_derivative
                 offset = builder.mul(first, ir.Constant(first.type, 4))
 
                 def at(i, base):
@@ -354,7 +355,7 @@ def _row_block(use_tanh: bool, streaming: bool = False):
                             ahead_of = builder.add(offset, builder.add(ahead, ahead.type(line)))
                             prefetch(builder, builder.gep(data(i), [builder.add(base, ahead_of)]))
                 product = builder.fmul(builder.load(at(2, g_at), align=1),
-                                       derivative(builder.load(at(0, x_at), align=1)))
+                                       derivative(builder.load(at(0, x_at), align=1), tail))
                 store(builder, F32, product, at(4, o_at), nontemporal)
 
             steps = ir.Constant(vectors.type, per_step)
@@ -382,25 +383,30 @@ _erf_streamed_block = _row_block(False, streaming=True)
 
 
 @njit(inline="always", error_model="numpy")
-def _vectors(x, x_at, g, g_at, o, o_at, vectors, use_tanh, erf_tail, ahead):
+def _vectors(x, x_at, g, g_at, o, o_at, vectors, use_tanh, tail, ahead):
     if use_tanh:
-        _tanh_block(x, x_at, g, g_at, o, o_at, vectors, erf_tail, ahead)
+        _tanh_block(x, x_at, g, g_at, o, o_at, vectors, tail, ahead)
     else:
-        _erf_block(x, x_at, g, g_at, o, o_at, vectors, erf_tail, ahead)
+        _erf_block(x, x_at, g, g_at, o, o_at, vectors, tail, ahead)
 
 
-def erf_tail(code: int) -> np.float32:
-    """The |x| from which the erf form takes a negative x's GELU' as 0, for results of the
-    dtype `code`: ERF_NORMAL for float32 results, ERF_TAIL[0] (where it rounds to 0) for
-    16-bit ones. Past ERF_NORMAL GELU' is subnormal, and each subnormal operation takes an
-    x86 microcode assist: with self uniform in +-100, 0.6 % of the lanes, 64K elements in
-    cache on one thread took 1.09-1.10x the time of N(0, 1) built for AVX2 and 1.17-1.24x
-    for AVX-512 with them, 1.00-1.02x and 0.99-1.03x without (three runs). A float32
-    result loses at most 2**-126 |g| so, within SPEC §10's 2**-22 |g|. A bfloat16 result
-    would lose up to all of its value (bfloat16 has float32's exponent range); float16
-    rows keep them too, so that they give the bits of the float16 table (built from these
-    rows, see `lookup`): a product's sign, where it rounds to 0."""
-    return ERF_NORMAL if code == F32 else ERF_TAIL[0]
+def negative_tail(code: int, use_tanh: bool) -> np.float32:
+    """The |x| from which the form takes a negative x's GELU' as 0, for results of the
+    dtype `code`: ERF_NORMAL or TANH_NORMAL (where it turns subnormal) for float32 results,
+    ERF_TAIL[0] or TANH_TAIL[0] (where it rounds to 0) for 16-bit ones. Each subnormal
+    operation takes an x86 microcode assist: with self uniform in +-100 (0.6 % of the lanes
+    subnormal in the erf form), 64K elements in cache on one thread took 1.09-1.10x the
+    time of N(0, 1) built for AVX2 and 1.17-1.24x for AVX-512 with them, 1.00-1.02x and
+    0.99-1.03x without (three runs); the tanh form (0.33 %), 16M elements on an Intel Xeon
+    built for AVX-512 (2026-12-03), 8.65-8.79 ms with them against 6.08-6.15 without and
+    6.16-6.29 for N(0, 1). A float32 result loses at most 2**-126 |g| so, within SPEC §10's
+    2**-22 |g|. A bfloat16 result would lose up to all of its value (bfloat16 has
+    float32's exponent range); float16 rows keep them too, so that they give the bits of
+    the float16 table (built from these rows, see `lookup`): a product's sign, where it
+    rounds to 0."""
+    if code == F32:
+        return TANH_NORMAL if use_tanh else ERF_NORMAL
+    return TANH_TAIL[0] if use_tanh else ERF_TAIL[0]
 
 
 _PAD_BYTES = 4 * LANES  # one vector of float32; the pad holds x, g, o at 0, 64, 128
@@ -413,9 +419,9 @@ PAD_BYTES = _SPAN_AT + 4 * LANES * (SPAN_VECTORS + 1)  # the `pad` scratch of a 
 
 
 @njit(inline="always", error_model="numpy")
-def gelu_row(x, x_at, g, g_at, o, o_at, n, use_tanh, erf_tail, pad, ahead, streaming=False):
+def gelu_row(x, x_at, g, g_at, o, o_at, n, use_tanh, tail, pad, ahead, streaming=False):
     """o = g * GELU'(x) for a row of n float32 elements at byte offsets x_at, g_at, o_at of
-    the uint8 arrays x, g, o (`erf_tail`: see `erf_tail`). `pad`, PAD_BYTES of uint8
+    the uint8 arrays x, g, o (`tail`: see `negative_tail`). `pad`, PAD_BYTES of uint8
     scratch: the last partial vector goes through it, so that every element is computed by
     the same code. `ahead`: x and g are prefetched that many bytes ahead of their loads
     (None: not; decided where the row is compiled). `streaming`: whole vectors are stored
@@ -452,27 +458,27 @@ def gelu_row(x, x_at, g, g_at, o, o_at, n, use_tanh, erf_tail, pad, ahead, strea
     reasons not found."""
     vectors, done, rest = split_row(F32, n)
     if streaming and ERF_LOOP_STREAMS and not use_tanh:
-        _erf_streamed_block(x, x_at, g, g_at, o, o_at, vectors, erf_tail, ahead)
+        _erf_streamed_block(x, x_at, g, g_at, o, o_at, vectors, tail, ahead)
     elif streaming:
         span = _SPAN_AT + (-(pad.ctypes.data + _SPAN_AT)) % CACHE_LINE_BYTES
         for first in range(0, vectors, SPAN_VECTORS):
             count = min(SPAN_VECTORS, vectors - first)
             at = 4 * LANES * first
-            _vectors(x, x_at + at, g, g_at + at, pad, span, count, use_tanh, erf_tail, ahead)
+            _vectors(x, x_at + at, g, g_at + at, pad, span, count, use_tanh, tail, ahead)
             stream_f32x16(o, o_at + at, pad, span, count)
     else:
-        _vectors(x, x_at, g, g_at, o, o_at, vectors, use_tanh, erf_tail, ahead)
+        _vectors(x, x_at, g, g_at, o, o_at, vectors, use_tanh, tail, ahead)
     if rest:
         pad[:] = 0
         copy_bytes(pad, 0, x, x_at + done, rest)
         copy_bytes(pad, _PAD_BYTES, g, g_at + done, rest)
-        _vectors(pad, 0, pad, _PAD_BYTES, pad, 2 * _PAD_BYTES, 1, use_tanh, erf_tail, None)
+        _vectors(pad, 0, pad, _PAD_BYTES, pad, 2 * _PAD_BYTES, 1, use_tanh, tail, None)
         copy_bytes(o, o_at + done, pad, 2 * _PAD_BYTES, rest)
 
 
 @njit(parallel=True, nogil=True, cache=True, error_model="numpy")
-def gelu_flat(g, x, o, use_tanh, erf_tail, streaming):
-    """Contiguous float32 arrays: o = g * GELU'(x) (`erf_tail`: see `erf_tail`). The rows
+def gelu_flat(g, x, o, use_tanh, tail, streaming):
+    """Contiguous float32 arrays: o = g * GELU'(x) (`tail`: see `negative_tail`). The rows
     are blocks of BLOCK elements, handed out in up to RUNS runs that each allocate their pad
     once. `streaming` (o aligned to 64 bytes): stored non-temporally, each run fenced."""
     n = o.size
@@ -484,16 +490,16 @@ def gelu_flat(g, x, o, use_tanh, erf_tail, streaming):
         for b in range(run * blocks // runs, (run + 1) * blocks // runs):
             start = b * BLOCK
             at = start * 4
-            gelu_row(xb, at, gb, at, ob, at, min(BLOCK, n - start), use_tanh, erf_tail, pad,
+            gelu_row(xb, at, gb, at, ob, at, min(BLOCK, n - start), use_tanh, tail, pad,
                      PREFETCH_BYTES, streaming)
         if streaming:
             store_fence()
 
 
 @njit(nogil=True, cache=True, error_model="numpy")
-def gelu_block(g, x, o, use_tanh, erf_tail):
+def gelu_block(g, x, o, use_tanh, tail):
     """`gelu_flat` for at most BLOCK elements (one row, plain stores) on the calling
     thread: the same row, so the same bits, without a parallel launch of one run (see
     `smooth_l1_rows.smooth_l1_block`)."""
     gelu_row(x.view(np.uint8), 0, g.view(np.uint8), 0, o.view(np.uint8), 0, o.size, use_tanh,
-             erf_tail, np.empty(PAD_BYTES, np.uint8), PREFETCH_BYTES)
+             tail, np.empty(PAD_BYTES, np.uint8), PREFETCH_BYTES)

@@ -50,7 +50,7 @@ from .bits import (
 )
 from .gelu_rows import BLOCK as GELU_BLOCK
 from .gelu_rows import PAD_BYTES as GELU_PAD
-from .gelu_rows import erf_tail, gelu_block, gelu_flat, gelu_row
+from .gelu_rows import gelu_block, gelu_flat, gelu_row, negative_tail
 from .lanes import prefetch_block_rows, transpose_x16
 from .launch import launch
 from .layout import MAX_RANK, coalesce
@@ -302,7 +302,7 @@ def _tile(params, bufs, meta, place, rows, n, work, work_bytes, areas, streaming
           row_code):
     """The rows of a tile, its operands located by `place`: SmoothL1 / L1 for params
     (factor, mode, scale) (see `smooth_l1_rows.slope_factor`), GELU for (use_tanh,
-    erf_tail) (see `gelu_rows.erf_tail`), told apart when the kernel is compiled (see the
+    tail) (see `gelu_rows.negative_tail`), told apart when the kernel is compiled (see the
     overload below); `row_code`: the dtype the rows are computed in (see `_row_code`). The
     SmoothL1 / L1 rows prefetch their inputs as the contiguous kernel's do, the GELU rows
     do not (see `lanes.PREFETCH_BYTES`)."""
@@ -614,7 +614,7 @@ def _derivative_table(code: int, use_tanh: bool) -> lookup.Factors:
     wide = {F16: np.float16, BF16: ml_dtypes.bfloat16}[code]
     x = lookup.all_values(VIEW_DTYPE[code]).view(wide).astype(np.float32)
     table = np.empty(lookup.TABLE_SIZE, np.float32)
-    gelu_flat(np.ones_like(x), x, table, use_tanh, erf_tail(code), False)
+    gelu_flat(np.ones_like(x), x, table, use_tanh, negative_tail(code, use_tanh), False)
     return lookup.factors(table, float16=code == F16)
 
 
@@ -623,7 +623,7 @@ def gelu_backward(shape, grad, x, out, use_tanh: bool) -> PointwiseLaunch:
     formulas of `gelu_rows`. Contiguous float16/bfloat16 operands look GELU' up in a table
     of the kernel's own values (`lookup`): the same bits, at memory speed."""
     use_tanh = bool(use_tanh)
-    tail = erf_tail(out.code)
+    tail = negative_tail(out.code, use_tanh)
 
     def flat(views, strides, operands):
         if any(v is None for v in views):
