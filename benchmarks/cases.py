@@ -105,6 +105,9 @@ def measure_throughput(case: Case, cfg: Config) -> Row:
             timed["reference"] = reference.ours
         times = dict(zip(timed, time_alternating(list(timed.values()), cfg.repeat,
                                                  cfg.warmup)))
+        if s.exact_products:  # on the case's own values, before any swap below
+            times["exact_products"] = time_alternating([s.ours, s.exact_products],
+                                                       cfg.repeat, cfg.warmup)
         if reference is not None:
             pairs["reference_share"] = paired_share(s.ours, reference.ours, cfg.share_pairs,
                                                     cfg.warmup)
@@ -112,9 +115,6 @@ def measure_throughput(case: Case, cfg: Config) -> Row:
                 dev.swap(s.varied, reference.varied)
                 pairs["swapped_share"] = paired_share(reference.ours, s.ours,
                                                       cfg.share_pairs, cfg.warmup)
-        if s.exact_products:
-            times["exact_products"] = time_alternating([s.ours, s.exact_products],
-                                                       cfg.repeat, cfg.warmup)
         if target and target.floor_fraction and "floor" in timed:
             pairs["floor_share"] = paired_share(s.ours, timed["floor"], cfg.share_pairs,
                                                 cfg.warmup)

@@ -578,6 +578,24 @@ def test_exact_products_are_timed_alongside_our_call(monkeypatch):
     assert calls == ["ours", "ours", "exact"] and len(row.extra["exact_products_ms"]) == 2
 
 
+
+def test_exact_products_are_timed_on_the_cases_own_values(monkeypatch):
+    """With a reference case whose varied inputs are swapped in later pairs, the exact
+    products are timed before that swap, on the values of the case itself."""
+    events = []
+    monkeypatch.setattr(harness.Device, "swap", lambda self, a, b: events.append("swap"))
+
+    def setup_with(name, **fields):
+        return lambda cfg, dev: harness.Setup(lambda: events.append(name), None, 0, 100,
+                                              **fields)
+    normal = Case("normal", setup_with("normal", varied=(1, 8)), None)
+    spread = Case("spread", setup_with("spread", varied=(2, 8),
+                                       exact_products=lambda: events.append("exact")),
+                  vs_case("normal", 0.8))
+    monkeypatch.setattr(cases, "CASES", [normal, spread])
+    cases.measure_throughput(spread, harness.Config(quick=True, repeat=1, warmup=0))
+    assert "exact" in events and events.index("exact") < events.index("swap")
+
 def _value_range_rows(exact_ms, crossed_ok: bool):
     """A bfloat16 U(+-100) case judged against its N(0,1) case (torch 4.5 ms there), its
     exact products timed at `exact_ms` beside ours at 2.6 ms."""
