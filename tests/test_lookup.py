@@ -142,6 +142,31 @@ def test_scaled_span_gives_the_products_of_the_subnormal_factors():
     assert _same(out, _expected(table, g, x, dtype))
 
 
+
+@pytest.mark.parametrize("low, high", [(13.375, 14.5), (-0.5, 0.75), (-1e-30, -1e-38)],
+                         ids=["positive", "across 0", "tiny negative"])
+def test_spans_of_either_sign_make_their_lanes_exact(low, high):
+    """The branch tests x's 16-bit words before its float32 values (`lookup._span_words`):
+    a span of positive x, one across 0 (every word tested) and one of tiny negative x give
+    the products of the unscaled factors for every x in them, each vector's other lanes
+    (x <= -1) those of their own factors."""
+    dtype = ml_dtypes.bfloat16
+    table = _table()
+    table[np.abs(table) < np.finfo(np.float32).tiny] = 1.0
+    x_all = (lookup.all_values(np.dtype(np.uint16)).astype(np.uint32) << 16).view(np.float32)
+    span = (x_all >= low) & (x_all <= high)
+    table[span] = rng.uniform(-1, 1, span.sum()) * np.float32(2.0**-126)
+    factors = lookup.bfloat16_factors(table.copy(), scale=True)
+    assert (factors.scaled_from, factors.scaled_to) == (x_all[span].min(), x_all[span].max())
+    inside = rng.choice(lookup.all_values(np.dtype(np.int16))[span], 4096)
+    outside = -(10.0 ** rng.uniform(0, 30, 4096)).astype(dtype)  # no word of any span here
+    x = np.where(rng.random(4096) < 0.03, inside, outside.view(np.int16))
+    g = (rng.standard_normal(4096) * 8).astype(dtype)
+    g[::7] = np.array(2.0**100, dtype)  # normal products of the subnormal factors too
+    out = np.empty(4096, np.int16)
+    lookup.scaled_lookup(g.view(np.int16), x, out, *factors)
+    assert _same(out.view(dtype), _expected(table, g, x.view(dtype), dtype))
+
 def test_a_vector_with_one_lane_in_the_scaled_span_makes_that_lane_exact():
     """Rows of 64 elements (two pairs of vectors), x outside the scaled span but for one
     element, at each position in turn, whose g makes a subnormal product: the vector holding

@@ -40,8 +40,9 @@ loaded in that order; a table's NaNs, float32 results from bfloat16 values, have
 low half `lanes.row_narrower` needs): 0.90-0.96 of the time built for AVX2 (N(0, 1)
 1.60-1.62 ms against 1.67-1.77), the same for AVX-512. A subnormal table value makes its
 products take x86 microcode assists: float16 tables hold none (`float16_factors`);
-bfloat16 tables built for AVX-512 hold theirs scaled into the normal range, their products
-made exact by integer steps (`bfloat16_factors`).
+bfloat16 tables built for AVX-512, or for an Intel CPU, hold theirs scaled into the normal
+range, their products made exact by integer steps (`bfloat16_factors`,
+SCALES_SUBNORMALS).
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ from .bits import (
     F16,
     STREAM_BYTES,
     copy_bytes,
+    cpu_vendor,
     store_fence,
     target_features,
 )
@@ -88,6 +90,7 @@ RUNS = 64  # parallel work items
 _VECTOR_BYTES = 2 * LANES  # one vector of 16-bit elements
 PAD_BYTES = 3 * _VECTOR_BYTES  # the pad holds a partial vector of g, x and o
 _PREFETCH_BYTES = 2048  # how far ahead g and x are prefetched
+_VW = ir.VectorType(I16, LANES)  # a vector's 16-bit words
 
 
 TINY_SCALE = 64  # a scaled bfloat16 factor is held times 2**TINY_SCALE
@@ -95,27 +98,51 @@ _SIGN = -0x80000000  # float32 bits as int32: the sign bit
 _NORMAL_SCALED = 2.0 ** (-126 + TINY_SCALE)  # a scaled product from which g * factor is normal
 
 
-def _exact_products(builder, product, g, factors, x, span):
+def _exact_products(builder, product, g, factors, x_pointer, loaded, span, span_words):
     """g * factor, rounded once to float32, where `factors` holds the factors of the lanes
     whose x lies in `span` (two float32 vectors, from and to) times 2**TINY_SCALE, and
     `product` is g * factors rounded: those lanes' products are made without a subnormal
     operand or result, in a branch taken only by the vectors holding such a lane (the others'
-    products are `product` as it is). A product scaled back into the normal range (|product|
-    >= 2**(TINY_SCALE - 126), NaN and inf too) is multiplied by 2**-TINY_SCALE; a smaller
-    one is rounded to the subnormal grid by one FMA on the exact product, |g| |factor| +
-    2**(TINY_SCALE - 126), whose low bits are then the result's (the float32 product's
-    single rounding, not a second one after g * factor's)."""
+    products are `product` as it is), tested on x's 16-bit words at `x_pointer` (see
+    `_span_words`), then on its float32 values (`loaded`). A product scaled back into the
+    normal range (|product| >= 2**(TINY_SCALE - 126), NaN and inf too) is multiplied by
+    2**-TINY_SCALE; a smaller one is rounded to the subnormal grid by one FMA on the exact
+    product, |g| |factor| + 2**(TINY_SCALE - 126), whose low bits are then the result's
+    (the float32 product's single rounding, not a second one after g * factor's)."""
     b = builder
-    scaled = b.and_(b.fcmp_ordered(">=", x, span[0]), b.fcmp_ordered("<=", x, span[1]))
+    words = b.load(b.bitcast(x_pointer, _VW.as_pointer()), align=1)
+    low, width = span_words
+    hit = b.icmp_unsigned("<=", b.sub(words, low), width)
     before = b.basic_block
-    with b.if_then(b.icmp_unsigned("!=", b.bitcast(scaled, ir.IntType(LANES)),
+    with b.if_then(b.icmp_unsigned("!=", b.bitcast(hit, ir.IntType(LANES)),
                                    ir.IntType(LANES)(0)), likely=False):
+        x = loaded(x_pointer)
+        scaled = b.and_(b.fcmp_ordered(">=", x, span[0]), b.fcmp_ordered("<=", x, span[1]))
         exact = _scaled_products(b, product, g, factors, scaled)
         after = b.basic_block
     result = b.phi(VF)
     result.add_incoming(product, before)
     result.add_incoming(exact, after)
     return result
+
+
+def _span_words(builder, scaled_from, scaled_to):
+    """(low, width), i16 vectors: a bfloat16 word w is in [low, low + width] (unsigned, by
+    one subtract and one compare) for every x from `scaled_from` to `scaled_to` (float64
+    scalars, bfloat16 values): exactly those where both have one sign, every word where
+    they do not."""
+    b = builder
+
+    def word(bound):
+        bits = b.bitcast(b.fptrunc(bound, ir.FloatType()), I32)
+        return b.trunc(b.lshr(bits, I32(16)), I16)
+    first, last = word(scaled_from), word(scaled_to)
+    ordered = b.icmp_unsigned("<", first, last)
+    low, high = b.select(ordered, first, last), b.select(ordered, last, first)
+    one_sign = b.icmp_unsigned("==", b.lshr(first, I16(15)), b.lshr(last, I16(15)))
+    low = b.select(one_sign, low, I16(0))
+    width = b.select(one_sign, b.sub(high, low), I16(0xFFFF))
+    return broadcast(b, low, _VW), broadcast(b, width, _VW)
 
 
 def _scaled_products(builder, product, g, factors, scaled):
@@ -154,6 +181,7 @@ def _lookup_block(code: int, scaled: bool = False):
             step = vectors.type(_VECTOR_BYTES)
             span = [broadcast(builder, builder.fptrunc(bound, ir.FloatType()), VF)
                     for bound in (scaled_from, scaled_to)] if scaled else None
+            span_words = _span_words(builder, scaled_from, scaled_to) if scaled else None
 
             def address(i, v):
                 return builder.gep(data(i), [builder.add(at, builder.mul(v, step))])
@@ -169,7 +197,7 @@ def _lookup_block(code: int, scaled: bool = False):
                 product = builder.fmul(factors, g)
                 if scaled:
                     product = _exact_products(builder, product, g, factors,
-                                              loaded(address(1, v)), span)
+                                              address(1, v), loaded, span, span_words)
                 return narrowed(product)
 
             pair_loop(builder, code, vectors, result, lambda v: address(2, v),
@@ -289,8 +317,15 @@ def float16_factors(table: np.ndarray) -> np.ndarray:
 # for AVX2 U(+-100) 2.75-2.83 ms against the kept table's 2.50-2.55 (the float32-test
 # branch 2.87-2.92; N(0, 1) alike), for AVX-512 U(+-100) 2.41-2.44 against the float32-test
 # branch's 2.53-2.55 but N(0, 1) 1.93-1.98 against 1.88-1.91 (the kept table there:
-# 1.75-1.77 and 2.33-2.34; on the Zen 4 the branch won, see above).
-SCALES_SUBNORMALS = "+avx512f" in target_features()
+# 1.75-1.77 and 2.33-2.34; on the Zen 4 the branch won, see above). On an Intel Xeon with
+# AVX-512 (2026-12-03), whose AVX-512 (EVEX) instructions take subnormals without assists
+# but whose AVX2 (VEX) ones do not, 16M elements alternating in one process, erf / tanh
+# form: built for AVX2 the kept table took N(0, 1) 3.10 / 3.04 ms, U(+-100) 5.00 / 4.08;
+# the float32-test branch 3.48 / 3.44 and 4.56 / 4.07; the word-test branch 3.17 / 3.04
+# and 4.04 / 3.53; built for AVX-512 all three 3.42-3.57 for either x. So the branch
+# tests x's words, and bfloat16 tables are scaled where the build has AVX-512 or the CPU
+# is Intel's.
+SCALES_SUBNORMALS = "+avx512f" in target_features() or cpu_vendor() == "GenuineIntel"
 
 
 class Factors(NamedTuple):
