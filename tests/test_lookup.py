@@ -12,7 +12,7 @@ import pytest
 from numba import njit
 
 import reference as R
-from aclnn.kernels import lookup, pointwise
+from aclnn.kernels import bits, lookup, pointwise
 
 DTYPES = [np.float16, ml_dtypes.bfloat16]
 VIEW = {np.float16: np.uint16, ml_dtypes.bfloat16: np.int16}  # the kernels' typed views
@@ -76,22 +76,44 @@ def test_streamed_outputs_give_the_same_bits(dtype):
     assert _same(_run(table, g, x, shifted, dtype), expected)
 
 
-@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"),
-                    reason="the instructions checked are x86's")
-@pytest.mark.parametrize("dtype", DTYPES)
-def test_compiled_kernel_prefetches_streams_and_reads_the_table_by_scalar_loads(dtype):
-    """g and x prefetched into every cache level (prefetcht0, not prefetchnta: see
-    `lookup`), the output streamed and fenced, and no gather instruction (slower than
-    scalar loads where AVX-512 has them)."""
+def _fresh_kernel():
+    """scaled_lookup compiled anew (inspectable, not cached), from the module's settings
+    as they are now."""
     options = {k: v for k, v in lookup.scaled_lookup.targetoptions.items()
                if k not in ("cache", "nopython")}
-    kernel = njit(**options)(lookup.scaled_lookup.py_func)  # inspectable: not cached
-    g, x, out = _inputs(dtype, 256)
-    view = VIEW[dtype]
-    kernel(g.view(view), x.view(view), out.view(view), _table())
+    return njit(**options)(lookup.scaled_lookup.py_func)
+
+
+@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"),
+                    reason="the instructions checked are x86's")
+@pytest.mark.parametrize("gathers", [False, True], ids=["loads", "gathers"])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_compiled_kernel_prefetches_streams_and_reads_the_table_as_chosen(
+        dtype, gathers, monkeypatch):
+    """g and x prefetched into every cache level (prefetcht0, not prefetchnta: see
+    `lookup`), the output streamed and fenced, and the table read by scalar loads or, where
+    `lookup.GATHERS`, by gathers on 32-bit indices, one per vector (where the build has
+    gather instructions); either way the table times g rounded once, bfloat16's scaled
+    span included."""
+    monkeypatch.setattr(lookup, "GATHERS", gathers)
+    kernel = _fresh_kernel()
+    g, x, out = _inputs(dtype, 3 * 4096 + 21)
+    view, table = VIEW[dtype], _table()
+    kernel(g.view(view), x.view(view), out.view(view), table)
+    assert _same(out, _expected(table, g, x, dtype))
     asm = kernel.inspect_asm(kernel.signatures[0])
-    assert re.search(r"\tprefetcht0", asm) and not re.search(r"prefetchnta|gather", asm)
+    assert re.search(r"\tprefetcht0", asm) and not re.search(r"prefetchnta", asm)
     assert re.search(r"\tvmovnt", asm) and re.search(r"\tsfence", asm)
+    assert not re.search(r"gatherq", asm)
+    if not gathers:
+        assert not re.search(r"gather", asm)
+    elif "+avx2" in bits.target_features():
+        assert re.search(r"\tvgatherdps", asm)
+    if dtype is ml_dtypes.bfloat16:
+        tiny, _ = _tiny_span_table()
+        factors = lookup.bfloat16_factors(tiny.copy(), scale=True)
+        kernel(g.view(view), x.view(view), out.view(view), *factors)
+        assert _same(out, _expected(tiny, g, x, dtype))
 
 
 def _tiny_span_table():

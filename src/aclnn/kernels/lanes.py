@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 from llvmlite import ir
+from llvmlite.ir.instructions import GEPInstr
 from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
@@ -45,6 +46,16 @@ def broadcast(builder, value, vector_type: ir.VectorType):
     """The run-time scalar `value` in every lane."""
     first = builder.insert_element(ir.Constant(vector_type, ir.Undefined), value, I32(0))
     return builder.shuffle_vector(first, first, splat(ir.VectorType(I32, vector_type.count), 0))
+
+
+def vector_gep(builder, pointer, indices):
+    """A vector of pointers to `pointer`'s elements at the i32 vector `indices` (a vector
+    getelementptr, which llvmlite's `gep` cannot type: its result is retyped here)."""
+    address = GEPInstr(builder.block, pointer, [indices], True, "",
+                       source_etype=pointer.type.pointee)
+    address.type = ir.VectorType(pointer.type, indices.type.count)
+    builder._insert(address)
+    return address
 
 
 def array_data(context, builder, signature, args):

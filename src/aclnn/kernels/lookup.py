@@ -5,8 +5,9 @@ derivative) is computed once per value, by the same float32 operations as the ke
 stands for, and looked up: the same bits at memory speed, whatever the values.
 
 The rows go 16 lanes at a time in LLVM IR: each lane's x is read as a scalar and its factor
-by a scalar load from the table (256 KiB of float32), g is widened and the product
-rounded in registers, and large outputs are stored non-temporally. g and x are
+by a scalar load from the table (256 KiB of float32), or all 16 by one gather where that
+measured faster (GATHERS), g is widened and the product rounded in registers, and large
+outputs are stored non-temporally. g and x are
 prefetched _PREFETCH_BYTES ahead into every cache level (prefetcht0). Numba's own loop
 over the elements read the table with gather instructions where the CPU has AVX-512,
 slower than scalar loads there; reading x as a vector and taking its lanes apart ran no
@@ -32,8 +33,8 @@ at 512, 1024, 4096 bytes 4.49, 4.32, 4.33 for N(0, 1); none 5.23-5.59), bfloat16
 4.64, bfloat16 5.26 / 4.78, 5.32 / 5.00, 6.11 / 5.24. Not yet measured with prefetcht0
 on the Zen EPYCs (their SmoothL1 rows prefetch so). On the Xeon in cache (2^17 elements,
 one thread, float16 N(0, 1)) the rows took 5.47 ns per 16 lanes, 3.88 with
-llvm.masked.gather (vgatherdps) in place of the scalar loads, 16M of them 0.96x the time:
-not taken for 4 %; vectors built of broadcast loads blended in turn 5.40.
+llvm.masked.gather in place of the scalar loads (see GATHERS); vectors built of broadcast
+loads blended in turn 5.40.
 
 bfloat16 lanes go in the row kernels' unpacked order (`lanes.row_loader`, the factors
 loaded in that order; a table's NaNs, float32 results from bfloat16 values, have the zero
@@ -70,6 +71,7 @@ from .lanes import (
     I64,
     LANES,
     VF,
+    VH,
     VI,
     array_data,
     as_i1,
@@ -81,6 +83,7 @@ from .lanes import (
     row_narrower,
     splat,
     split_row,
+    vector_gep,
 )
 from .typed import element_code
 
@@ -90,7 +93,15 @@ RUNS = 64  # parallel work items
 _VECTOR_BYTES = 2 * LANES  # one vector of 16-bit elements
 PAD_BYTES = 3 * _VECTOR_BYTES  # the pad holds a partial vector of g, x and o
 _PREFETCH_BYTES = 2048  # how far ahead g and x are prefetched
-_VW = ir.VectorType(I16, LANES)  # a vector's 16-bit words
+# Whether the factors are gathered (`_gathered_factors`) rather than loaded one by one
+# (`_loaded_factors`): on an Intel Xeon built for AVX-512 (2026-12-03; 16M elements, two
+# threads, N(0, 1), alternating in one process) the gather took bfloat16 from 3.52-3.55
+# to 2.53-2.78 ms and float16 from 3.52-3.58 to 3.11 (in cache, one thread: 0.69-0.70x
+# the time); with 64-bit indices (vgatherqps, two per vector) 0.81x and 0.88-0.91x. Built
+# for AVX2 there, gathers took 1.4-1.9x the time, and on a Zen 4 EPYC built for AVX-512
+# Numba's own gathering loop ran slower than scalar loads (see above), so only Intel CPUs
+# with AVX-512 gather.
+GATHERS = "+avx512f" in target_features() and cpu_vendor() == "GenuineIntel"
 
 
 TINY_SCALE = 64  # a scaled bfloat16 factor is held times 2**TINY_SCALE
@@ -110,7 +121,7 @@ def _exact_products(builder, product, g, factors, x_pointer, loaded, span, span_
     product, |g| |factor| + 2**(TINY_SCALE - 126), whose low bits are then the result's
     (the float32 product's single rounding, not a second one after g * factor's)."""
     b = builder
-    words = b.load(b.bitcast(x_pointer, _VW.as_pointer()), align=1)
+    words = b.load(b.bitcast(x_pointer, VH.as_pointer()), align=1)
     low, width = span_words
     hit = b.icmp_unsigned("<=", b.sub(words, low), width)
     before = b.basic_block
@@ -142,7 +153,7 @@ def _span_words(builder, scaled_from, scaled_to):
     one_sign = b.icmp_unsigned("==", b.lshr(first, I16(15)), b.lshr(last, I16(15)))
     low = b.select(one_sign, low, I16(0))
     width = b.select(one_sign, b.sub(high, low), I16(0xFFFF))
-    return broadcast(b, low, _VW), broadcast(b, width, _VW)
+    return broadcast(b, low, VH), broadcast(b, width, VH)
 
 
 def _scaled_products(builder, product, g, factors, scaled):
@@ -166,6 +177,31 @@ def _scaled_products(builder, product, g, factors, scaled):
     return b.bitcast(b.select(tiny, subnormal, rounded), VF)
 
 
+def _loaded_factors(builder, table, x_pointer, order):
+    """The factors of the LANES x at `x_pointer` in the lane order `order`: each x's word
+    and its entry of `table` by scalar loads, put into the vector lane by lane."""
+    words = builder.bitcast(x_pointer, I16.as_pointer())
+    factors = ir.Constant(VF, ir.Undefined)
+    for lane in range(LANES):
+        word = builder.load(builder.gep(words, [I32(order[lane])]), align=1)
+        factor = builder.load(builder.gep(table, [builder.zext(word, I64)]))
+        factors = builder.insert_element(factors, factor, I32(lane))
+    return factors
+
+
+def _gathered_factors(builder, table, x_pointer, order):
+    """`_loaded_factors` by one vector load of the words and one gather of their entries
+    (llvm.masked.gather on 32-bit indices: vgatherdps on x86)."""
+    words = builder.load(builder.bitcast(x_pointer, VH.as_pointer()), align=1)
+    words = builder.shuffle_vector(words, words, ir.Constant(VI, list(order)))
+    pointers = vector_gep(builder, table, builder.zext(words, VI))
+    every = ir.VectorType(ir.IntType(1), LANES)
+    gather = function(builder, f"llvm.masked.gather.v{LANES}f32.v{LANES}p0", VF,
+                      [pointers.type, I32, every, VF])
+    return builder.call(gather, [pointers, I32(4), ir.Constant(every, [1] * LANES),
+                                 ir.Constant(VF, ir.Undefined)])
+
+
 def _lookup_block(code: int, scaled: bool = False):
     """The vector loop over `vectors` vectors of 16-bit elements of `code` from byte `at`
     of the uint8 arrays g, x, o: o = narrow(table[x] * g), two vectors (one 64-byte line)
@@ -187,12 +223,8 @@ def _lookup_block(code: int, scaled: bool = False):
                 return builder.gep(data(i), [builder.add(at, builder.mul(v, step))])
 
             def result(v):
-                words = builder.bitcast(address(1, v), I16.as_pointer())
-                factors = ir.Constant(VF, ir.Undefined)
-                for lane in range(LANES):
-                    word = builder.load(builder.gep(words, [I32(order[lane])]), align=1)
-                    factor = builder.load(builder.gep(entries, [builder.zext(word, I64)]))
-                    factors = builder.insert_element(factors, factor, I32(lane))
+                factors = (_gathered_factors if GATHERS else _loaded_factors)(
+                    builder, entries, address(1, v), order)
                 g = loaded(address(0, v))
                 product = builder.fmul(factors, g)
                 if scaled:
