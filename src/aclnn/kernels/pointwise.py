@@ -189,7 +189,11 @@ def _stage(buf, code, base, inner, mid, rows, n, work_bytes, at, pitch, row_code
     with none: short of the target either way, and the Zen 4 figures above never timed
     the staging without a prefetch, so it stays. On a Zen 5 EPYC (float16, four processes,
     alternating in each) the calls ran within noise of each other with the prefetch 2, 4
-    or 8 block columns ahead or none (0.72-0.80 of the contiguous call's rate)."""
+    or 8 block columns ahead or none (0.72-0.80 of the contiguous call's rate). On an Intel
+    Xeon (2026-12-03, alternating in one process on the same buffers) 0, 1 or 2 block
+    columns ahead ran 1.03-1.09x as fast as 4 (float16 0.55-0.59 against 0.52-0.56,
+    float32 0.50-0.55 against 0.48-0.50), 8 and 16 no faster than 4: short of the target
+    either way, and slower on the Zen 4, so 4 stays."""
     size = element_bytes(row_code)
     grouped = rows - rows % BLOCK if mid == element_bytes(code) else 0
     blocks = n // BLOCK
