@@ -292,11 +292,12 @@ def test_staging_asks_for_a_later_block_column_into_l2():
 def test_tiled_16bit_rows_prefetch_their_inputs():
     """The tiled kernel's 16-bit SmoothL1 rows - of a transposed self, a broadcast target,
     any layout: one compiled code - prefetch their inputs as the contiguous kernel's do
-    (prefetcht0, `lanes.PREFETCH_BYTES` ahead: see test_smooth_l1_rows), besides the
+    (prefetcht0, `lanes.LOSS_PREFETCH_BYTES` ahead: see test_smooth_l1_rows), besides the
     staging's prefetches into L2."""
     offsets = {int(hex_, 16) for hex_ in re.findall(r"\tprefetcht0\s+0x([0-9a-f]+)\(",
                                                       _tiled_f16_asm())}  # objdump's
-    assert offsets and offsets <= {lanes.PREFETCH_BYTES, lanes.PREFETCH_BYTES + 64}, offsets
+    ahead = lanes.LOSS_PREFETCH_BYTES
+    assert offsets and offsets <= {ahead, ahead + 64}, offsets
 
 
 @pytest.mark.parametrize("op", ["smooth_l1", "l1", "gelu"])

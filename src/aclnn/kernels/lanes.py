@@ -23,6 +23,7 @@ from .bits import (
     CACHE_LINE_BYTES,
     F16,
     F32,
+    cpu_vendor,
     element_bytes,
     ir_narrow_half,
     ir_rounded_bits,
@@ -305,6 +306,12 @@ STREAMED_ROW_LINES = 3
 # above) differed by less than the noise from 2048 up, and only the Zen 4's AVX2 build,
 # an AVX-512 CPU's, ran its loss loops at 0.77-0.94 there against 0.88-0.95 at 512.
 PREFETCH_BYTES = 512 if LINE_VECTORS else 2048
+# The 16-bit SmoothL1 / L1 loops on an Intel Xeon built for AVX-512 (2026-12-03; 16M
+# elements, streaming stores, alternating in one process, two runs): 2048 bytes took
+# 0.93-0.94x the time of 512 (float16 3.06-3.10 against 3.29-3.30 ms, bfloat16 2.93-2.98
+# against 3.23-3.26; 1024 0.95x, 4096 as 2048), where the float32 GELU rows' erf form took
+# 1.03-1.08x (tanh form 0.94-0.95x): so on Intel CPUs the loss loops go 2048 ahead.
+LOSS_PREFETCH_BYTES = 2048 if cpu_vendor() == "GenuineIntel" else PREFETCH_BYTES
 
 
 @intrinsic

@@ -35,7 +35,7 @@ The 16-bit loops, slowed by their conversions, also prefetch their operands ahea
 elements, 2 threads, AVX2, alternating with the loop without it: float16 0.82-0.94 of the
 time, bfloat16 0.84-0.89 (one thread: 0.86 and 0.77), in cache unchanged; the float32
 loop gained 2 % (noise), so it has none. The contiguous kernel's and the tiled kernel's
-rows go `lanes.PREFETCH_BYTES` ahead.
+rows go `lanes.LOSS_PREFETCH_BYTES` ahead.
 
 On a Zen 1 EPYC (AVX2, 2 threads) the float16 SmoothL1 and L1 loops compute in cache at
 5.2-5.6 ms per 16M elements, about the 5.7-6.0 ms in which a streamed triad moves their
@@ -69,7 +69,7 @@ from numba.extending import intrinsic
 from .bits import BF16, F16, F32, copy_bytes, element_bytes, store_fence
 from .lanes import (
     LANES,
-    PREFETCH_BYTES,
+    LOSS_PREFETCH_BYTES,
     VF,
     VI,
     as_i1,
@@ -223,12 +223,12 @@ def smooth_l1_row(code, g, g_at, x, x_at, y, y_at, o, o_at, n, factor, mode, sca
     one dtype (`code`) at byte offsets of the uint8 arrays g, x, y, o; the slope's quotient
     computed as `slope_factor` says (factor, mode). `streaming`: whole vectors are stored
     non-temporally (o_at aligned to 64 bytes; a `store_fence` before the results are used).
-    16-bit rows prefetch their inputs `lanes.PREFETCH_BYTES` ahead of their loads. The last
+    16-bit rows prefetch their inputs `lanes.LOSS_PREFETCH_BYTES` ahead of their loads. The last
     partial vector goes through `pad` (PAD_BYTES of uint8), so every element is computed by
     the same code."""
     vectors, done, rest = split_row(code, n)
     _vectors(code, g, g_at, x, x_at, y, y_at, o, o_at, vectors, factor, mode, scale,
-             has_grad, streaming, PREFETCH_BYTES)
+             has_grad, streaming, LOSS_PREFETCH_BYTES)
     if rest:
         pad[:] = 0
         copy_bytes(pad, 0, x, x_at + done, rest)
