@@ -173,10 +173,12 @@ def test_the_store_fence_is_x86_only(monkeypatch):
 
 def test_cpu_vendor_from_cpuinfo_or_the_platform(monkeypatch):
     """`bits.cpu_vendor` reads /proc/cpuinfo's vendor_id; where the file cannot be read, the
-    platform's processor string names it, or nothing does ("")."""
+    platform's processor string names it, or nothing does (""); the file is read once per
+    process (the kernels' modules ask at import)."""
+    read = bits.cpu_vendor.__wrapped__  # the uncached function
     cpuinfo = "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\n"
     monkeypatch.setattr(bits, "open", lambda *a, **k: io.StringIO(cpuinfo), raising=False)
-    assert bits.cpu_vendor() == "AuthenticAMD"
+    assert read() == "AuthenticAMD"
 
     def unreadable(*args, **kwargs):
         raise OSError("no /proc here")
@@ -184,6 +186,8 @@ def test_cpu_vendor_from_cpuinfo_or_the_platform(monkeypatch):
     monkeypatch.setattr(bits, "open", unreadable, raising=False)
     monkeypatch.setattr(bits.platform, "processor",
                         lambda: "Intel64 Family 6 Model 167 Stepping 1, GenuineIntel")
-    assert bits.cpu_vendor() == "GenuineIntel"
+    assert read() == "GenuineIntel"
     monkeypatch.setattr(bits.platform, "processor", lambda: "arm")
-    assert bits.cpu_vendor() == ""
+    assert read() == ""
+    bits.cpu_vendor()
+    assert bits.cpu_vendor.cache_info().currsize == 1

@@ -10,6 +10,7 @@ which Numba's JIT does not have); bfloat16 uses shifts with round-to-nearest-eve
 
 from __future__ import annotations
 
+import functools
 import platform
 
 import numpy as np
@@ -30,10 +31,11 @@ def target_features() -> set[str]:
     return set(features.split(","))
 
 
+@functools.cache
 def cpu_vendor() -> str:
     """The vendor string of the CPU this process runs on ("GenuineIntel", "AuthenticAMD"),
     or "" where the system does not say: for choices whose cost was measured per vendor
-    (the microarchitecture, not the instruction set Numba compiles for)."""
+    (the microarchitecture, not the instruction set Numba compiles for). Read once."""
     try:
         with open("/proc/cpuinfo", encoding="ascii", errors="replace") as info:
             for line in info:
