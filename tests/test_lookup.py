@@ -3,12 +3,16 @@ bfloat16, against NumPy's own float32 product rounded once, at row lengths that 
 each part of a row (pairs of vectors, an odd vector, a partial one), on outputs that start
 anywhere and on one large enough to be stored non-temporally."""
 
+import os
 import platform
 import re
+import subprocess
+import sys
 
 import ml_dtypes
 import numpy as np
 import pytest
+from benchmarks import isa
 from numba import njit
 
 import reference as R
@@ -217,3 +221,25 @@ def test_bfloat16_gelu_tables_are_scaled_where_the_build_scales():
         assert (factors.scaled_from <= factors.scaled_to) == lookup.SCALES_SUBNORMALS
         tiny = (factors.table != 0) & (np.abs(factors.table) < np.finfo(np.float32).tiny)
         assert tiny.any() != lookup.SCALES_SUBNORMALS
+
+
+@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"),
+                    reason="the levels checked are x86's")
+@pytest.mark.parametrize("level", ["native", "avx2"])
+def test_each_level_chooses_its_table_reads_and_subnormal_scaling(level, tmp_path):
+    """Built for AVX-512 the bfloat16 tables are scaled everywhere and gathered from on
+    Intel CPUs; built for AVX2 they are scaled on Intel CPUs only and never gathered from
+    (`lookup.GATHERS`, `lookup.SCALES_SUBNORMALS`): the choices each build makes."""
+    env = {**os.environ, **(isa.ENVIRONMENTS["avx2"] if level == "avx2" else {}),
+           "NUMBA_CACHE_DIR": str(tmp_path)}
+    code = ("from aclnn.kernels import bits, lookup\n"
+            "print('+avx512f' in bits.target_features(), lookup.GATHERS, "
+            "lookup.SCALES_SUBNORMALS)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    avx512, gathers, scales = (word == "True" for word in done.stdout.split())
+    intel = bits.cpu_vendor() == "GenuineIntel"
+    assert not (level == "avx2" and avx512)
+    assert gathers == (avx512 and intel)
+    assert scales == (avx512 or intel)
