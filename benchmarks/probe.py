@@ -26,7 +26,7 @@ from numba.extending import intrinsic
 from aclnn.kernels import bits, gelu_rows, smooth_l1_rows, stamp_with_kernel_sources
 from aclnn.kernels.bits import CACHE_LINE_BYTES, element_bytes, store_fence, stream_f32x16
 from aclnn.kernels.lanes import PREFETCH_BYTES, array_data, prefetch_block_rows
-from aclnn.kernels.pointwise import BLOCK, STAGE_AHEAD
+from aclnn.kernels.pointwise import BLOCK, STAGE_AHEAD, STAGE_PREFETCHES
 
 from .harness import InCache, Setup, device_array, host_data
 
@@ -189,8 +189,8 @@ def _staged_triad(out, a, x, x_bytes, c, row_words, run_words, sums):
     uint32 words: each thread takes an equal run of tiles (as the kernel's prange does); a
     tile first reads the `run_words` words at its offset along every row of x (summed into
     `sums`), each BLOCK rows asking for the run's lines of the BLOCK rows STAGE_AHEAD
-    groups on as our staging does (`pointwise._stage`), then streams its rows of a and c
-    into `out` (out = a + c * c, stored non-temporally)."""
+    groups on where our staging does (`pointwise._stage`, STAGE_PREFETCHES), then streams
+    its rows of a and c into `out` (out = a + c * c, stored non-temporally)."""
     tiles = row_words // run_words
     tile_words = len(out) // tiles
     ahead = STAGE_AHEAD * BLOCK * row_words
@@ -199,7 +199,7 @@ def _staged_triad(out, a, x, x_bytes, c, row_words, run_words, sums):
         for tile in range(p * tiles // THREADS, (p + 1) * tiles // THREADS):
             for row in range(len(x) // row_words):
                 first = row * row_words + tile * run_words
-                if row % BLOCK == 0:
+                if STAGE_PREFETCHES and row % BLOCK == 0:
                     for line in range(first, first + run_words, LINE_WORDS):
                         prefetch_block_rows(x_bytes, 4 * (line + ahead), 4 * row_words)
                 total += _sum_words(x, first, run_words)
@@ -215,8 +215,8 @@ def _staged_touches(x, x_bytes, row_words, run_words, sums):
     `x_bytes` its uint8 view), in its order, one word of each, asked for ahead as it asks:
     a tile's run of `run_words` words along every row, taken BLOCK rows at a time, line by
     line down the run, each line of those rows in turn, first asking for the same line of
-    the BLOCK rows STAGE_AHEAD groups on (see `pointwise._stage`); each thread sums its
-    equal run of tiles into `sums`."""
+    the BLOCK rows STAGE_AHEAD groups on where it does (see `pointwise._stage`); each
+    thread sums its equal run of tiles into `sums`."""
     tiles, groups = row_words // run_words, len(x) // row_words // BLOCK
     ahead = STAGE_AHEAD * BLOCK * row_words
     for p in prange(THREADS):
@@ -225,7 +225,8 @@ def _staged_touches(x, x_bytes, row_words, run_words, sums):
             for group in range(groups):
                 first = group * BLOCK * row_words + tile * run_words
                 for line in range(first, first + run_words, LINE_WORDS):
-                    prefetch_block_rows(x_bytes, 4 * (line + ahead), 4 * row_words)
+                    if STAGE_PREFETCHES:
+                        prefetch_block_rows(x_bytes, 4 * (line + ahead), 4 * row_words)
                     for row in range(BLOCK):
                         total += x[line + row * row_words]
         sums[p] = total

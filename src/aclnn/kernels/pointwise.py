@@ -41,6 +41,7 @@ from .bits import (
     F32,
     STREAM_BYTES,
     copy_span16,
+    cpu_vendor,
     element_bytes,
     load_as_f32,
     load_span,
@@ -68,6 +69,7 @@ CHUNK = 4096  # the widest tile when no operand is staged (see `_tile_shape`)
 ROWS_TILE_ELEMENTS = 65536  # elements per tile of whole rows (see `_tile_shape`)
 BLOCK = 16  # the side of the blocks `transpose_x16` turns
 STAGE_AHEAD = 4  # block columns the staging prefetches ahead (see `_stage`)
+STAGE_PREFETCHES = cpu_vendor() != "GenuineIntel"  # whether it does (see `_stage`)
 STAGED_COLS = 4096  # the widest tile when an operand is staged (see `_tile_shape`)
 STAGED_TILE_BYTES = 2 << 20  # bytes per such tile, staged in the rows' dtype
 BAND_TILES = 2  # column tiles per band of tall tiles (see `_tile_span`)
@@ -157,7 +159,8 @@ def _stage(buf, code, base, inner, mid, rows, n, work_bytes, at, pitch, row_code
     contiguous along those rows, each BLOCK columns go as BLOCK x BLOCK blocks transposed
     in registers, down the tile's rows in groups of BLOCK, each group that starts a cache
     line of the column first asking for the same lines STAGE_AHEAD block columns on, into
-    the outer caches (`prefetch_block_rows`); what the blocks leave (the last columns and
+    the outer caches (`prefetch_block_rows`), except on Intel CPUs (STAGE_PREFETCHES, see
+    below); what the blocks leave (the last columns and
     rows) is read one element at a time. Rows of self a power of two apart put a block's
     16 lines in one set of an 8-way L1 (and its lines in few sets of L2): lines asked for
     into L1 are pushed out before they are read. On a Zen 4 EPYC (1 MiB L2), 4096 x 4096
@@ -192,14 +195,25 @@ def _stage(buf, code, base, inner, mid, rows, n, work_bytes, at, pitch, row_code
     or 8 block columns ahead or none (0.72-0.80 of the contiguous call's rate). On an Intel
     Xeon (2026-12-03, alternating in one process on the same buffers) 0, 1 or 2 block
     columns ahead ran 1.03-1.09x as fast as 4 (float16 0.55-0.59 against 0.52-0.56,
-    float32 0.50-0.55 against 0.48-0.50), 8 and 16 no faster than 4: short of the target
-    either way, and slower on the Zen 4, so 4 stays."""
+    float32 0.50-0.55 against 0.48-0.50), 8 and 16 no faster than 4, and none at all
+    1.00-1.21x as fast as 4 in every round of seven runs (built for AVX-512 float16 0.47-0.54
+    of the contiguous call's rate against 0.46-0.48, float32 0.48-0.57 against 0.46-0.52;
+    for AVX2 float16 0.47-0.56 against 0.47-0.51, float32 0.56-0.57 against 0.54-0.57):
+    Intel CPUs stage without it, the Zen EPYCs keep 4 (the Zen 4 ran slower with 2). There
+    (float32, AVX-512) the staging alone (no rows) took 8.4-8.6 ms without the prefetch and
+    9.3-10.4 with it, where fetching the same lines in the same order (one word of each,
+    `benchmarks.probe`) took 4.1-4.4 and the staging with every block stored to one small
+    area (a probe, wrong results) 6.3-6.8 (the contiguous call 8.1-8.7); in another run the
+    rows alone (no staging) took 7.0-7.2, the call 14.3-14.9, the two added (the
+    contiguous call 7.5-7.8). Asking for each block
+    column's 16 rows whole, one row after the other, 1, 2 or 4 block columns ahead: no
+    faster than none."""
     size = element_bytes(row_code)
     grouped = rows - rows % BLOCK if mid == element_bytes(code) else 0
     blocks = n // BLOCK
     for b in range(blocks if grouped else 0):
         for q in range(0, grouped, BLOCK):
-            if (q * mid) % CACHE_LINE_BYTES == 0:  # a later block column's lines, as they start
+            if STAGE_PREFETCHES and (q * mid) % CACHE_LINE_BYTES == 0:  # a later column's lines
                 prefetch_block_rows(buf, base + BLOCK * (b + STAGE_AHEAD) * inner + mid * q,
                                     inner)
             transpose_x16(code, row_code, buf, base + BLOCK * b * inner + mid * q, inner,
@@ -505,8 +519,17 @@ def _tile_shape(shape, strides, row_bytes: int, threads: int) -> tuple[int, int]
     2026-12-03), 4096 x 4096 alternating in one process on the same buffers: 1 MiB and
     512 KiB tiles ran 1.02-1.05x as fast as these in float32 (0.50-0.52 of the contiguous
     call's rate against 0.48-0.51) and 1.03-1.10x in float16 (0.56-0.60 against 0.53-0.55),
-    4 MiB ones 0.8x; self in 2 MiB pages no faster (0.57-0.59 against 0.55-0.58): short of
-    the target either way, not taken.
+    4 MiB ones 0.8x; self in 2 MiB pages no faster (0.57-0.59 against 0.55-0.58); float32
+    2 MiB tiles of 1024 or 512 columns (self read in runs of 2 or 4 KiB) or 1 MiB ones of
+    512 or 256, 0.52-0.56 against 0.52-0.54; the next tile's lines of self asked for into
+    L2 during this tile's rows, spread over them (2 MiB tiles, 1 MiB of 2048 columns, 512
+    KiB of 1024), 0.54-0.56 against 0.56-0.57 without: short of the target either way,
+    not taken. There a memory-only probe (uint32 words, no prefetch) reading self a tile's
+    runs at a time and then streaming the tile's rows of the others ran at 0.81-0.86 of
+    the contiguous call's rate with runs of 512 bytes, 0.89-0.91 with 1024 and 0.93-0.98
+    with 2048, and slower with the next tile's runs read among this tile's rows (0.78-0.81,
+    0.83-0.86, 0.87-0.90): longer runs help the reads, but the staging is what costs (see
+    `_stage`).
 
     Staged tiles are cut shorter where there would be fewer of them than `threads` (each
     tile is one thread's work): 1024 x 1024 float16 with self transposed, one tile of
