@@ -172,10 +172,11 @@ def test_scaled_span_gives_the_products_of_the_subnormal_factors():
 @pytest.mark.parametrize("low, high", [(13.375, 14.5), (-0.5, 0.75), (-1e-30, -1e-38)],
                          ids=["positive", "across 0", "tiny negative"])
 def test_spans_of_either_sign_make_their_lanes_exact(low, high):
-    """The branch tests x's 16-bit words before its float32 values (`lookup._span_words`):
-    a span of positive x, one across 0 (every word tested) and one of tiny negative x give
-    the products of the unscaled factors for every x in them, each vector's other lanes
-    (x <= -1) those of their own factors."""
+    """The branch finds a span's lanes by x's 16-bit words alone (`lookup._span_words`): a
+    span of positive x and one of tiny negative x are scaled, one across 0 is not (its words
+    are no one run); each gives the products of the unscaled factors for every x in it, the
+    other lanes of each vector (x next to the span on either side among them) those of
+    their own factors."""
     dtype = ml_dtypes.bfloat16
     table = _table()
     table[np.abs(table) < np.finfo(np.float32).tiny] = 1.0
@@ -183,15 +184,22 @@ def test_spans_of_either_sign_make_their_lanes_exact(low, high):
     span = (x_all >= low) & (x_all <= high)
     table[span] = rng.uniform(-1, 1, span.sum()) * np.float32(2.0**-126)
     factors = lookup.bfloat16_factors(table.copy(), scale=True)
-    assert (factors.scaled_from, factors.scaled_to) == (x_all[span].min(), x_all[span].max())
-    inside = rng.choice(lookup.all_values(np.dtype(np.int16))[span], 4096)
+    one_sign = np.signbit(low) == np.signbit(high)
+    scaled = (factors.scaled_from, factors.scaled_to)
+    assert scaled == ((x_all[span].min(), x_all[span].max()) if one_sign else (np.inf, -np.inf))
+    words = lookup.all_values(np.dtype(np.int16))
+    inside = rng.choice(words[span], 4096)
+    first, last = np.flatnonzero(span)[[0, -1]]  # bit order: the span's words are one run
+    beside = rng.choice(words[[first - 1, last + 1]], 4096)
     outside = -(10.0 ** rng.uniform(0, 30, 4096)).astype(dtype)  # no word of any span here
-    x = np.where(rng.random(4096) < 0.03, inside, outside.view(np.int16))
+    pick = rng.random(4096)
+    x = np.where(pick < 0.03, inside, np.where(pick < 0.1, beside, outside.view(np.int16)))
     g = (rng.standard_normal(4096) * 8).astype(dtype)
     g[::7] = np.array(2.0**100, dtype)  # normal products of the subnormal factors too
     out = np.empty(4096, np.int16)
     lookup.scaled_lookup(g.view(np.int16), x, out, *factors)
     assert _same(out.view(dtype), _expected(table, g, x.view(dtype), dtype))
+
 
 def test_a_vector_with_one_lane_in_the_scaled_span_makes_that_lane_exact():
     """Rows of 64 elements (two pairs of vectors), x outside the scaled span but for one
