@@ -259,8 +259,8 @@ def scaled_lookup(grad, x, out, table, scaled_from=np.inf, scaled_to=-np.inf):
     to RUNS runs; an output of STREAM_BYTES or more that starts on a cache line is stored
     non-temporally, each run fenced. A row's last partial vector goes through a pad, so
     every element is computed by the same code. bfloat16: the factors of x from
-    `scaled_from` to `scaled_to` (none where from > to) are held times 2**TINY_SCALE
-    (`bfloat16_factors`)."""
+    `scaled_from` to `scaled_to` (of one sign; none where from > to) are held times
+    2**TINY_SCALE (`bfloat16_factors`)."""
     code = element_code(out)
     n = out.size
     gb, xb, ob = grad.view(np.uint8), x.view(np.uint8), out.view(np.uint8)
