@@ -361,6 +361,10 @@ def float16_factors(table: np.ndarray) -> np.ndarray:
 # too (no float32 test: spans of one sign only, `bfloat16_factors`), U(+-100) 3.87-3.93
 # against 4.00-4.08 in five rounds, N(0, 1) alike (tanh form alike; built for AVX-512
 # U(+-100) 3.19-3.28 against 3.19-3.33): so the word test is the only one.
+# Nor a branch per 8-lane half (one register built for AVX2), the body made for that
+# half alone: N(0, 1) 3.15-3.30 ms against 2.90-3.01, U(+-100) 3.99-4.08 against
+# 3.70-3.80 (same bits; 2026-12-03, four rounds): the second branch costs more than
+# the halved body saves.
 SCALES_SUBNORMALS = "+avx512f" in target_features() or cpu_vendor() == "GenuineIntel"
 
 

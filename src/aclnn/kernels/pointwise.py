@@ -209,7 +209,12 @@ def _stage(buf, code, base, inner, mid, rows, n, work_bytes, at, pitch, row_code
     column's 16 rows whole, one row after the other, 1, 2 or 4 block columns ahead: no
     faster than none; reading them so (a byte of each line, this block column's or the
     next's, before its transposes): slower (0.42-0.44 of the contiguous call's rate
-    against 0.47)."""
+    against 0.47); asking for the first two lines of each of a later block column's runs
+    alone (2, 4 or 8 block columns ahead, so that the L2 streamer might fetch the rest):
+    0.54-0.57 against 0.54-0.56. The staging alone took as long per element with self
+    16 MiB (side 2048) as with 64 MiB: a pointer chase there took 143-184 ns a line in
+    32-512 MiB and 40 ns within 8 MiB, so both come from memory (this VM's share of L3
+    is small)."""
     size = element_bytes(row_code)
     grouped = rows - rows % BLOCK if mid == element_bytes(code) else 0
     blocks = n // BLOCK
@@ -531,7 +536,12 @@ def _tile_shape(shape, strides, row_bytes: int, threads: int) -> tuple[int, int]
     the contiguous call's rate with runs of 512 bytes, 0.89-0.91 with 1024 and 0.93-0.98
     with 2048, and slower with the next tile's runs read among this tile's rows (0.78-0.81,
     0.83-0.86, 0.87-0.90): longer runs help the reads, but the staging is what costs (see
-    `_stage`).
+    `_stage`). Staging and rows still add up there (alternating in one process, float32):
+    the staging alone 6.1-6.5 ms in 2 MiB, 1 MiB or 512 KiB tiles of 4096 columns, the
+    rows alone 6.7-6.9, the calls 12.4-13.4, the contiguous call 7.2-7.7; so the rows
+    alone take 0.9 of the contiguous call, and even staging at the speed of fetching its
+    lines (3.3-3.7 ms, the benchmark's probe) would leave the call at 0.68-0.77 of
+    it.
 
     Staged tiles are cut shorter where there would be fewer of them than `threads` (each
     tile is one thread's work): 1024 x 1024 float16 with self transposed, one tile of
