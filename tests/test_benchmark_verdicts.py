@@ -2,6 +2,8 @@
 targets judged against a same-run reference, and the notes that say when a torch/ours
 target was out of reach."""
 
+import subprocess
+import sys
 from types import SimpleNamespace
 
 import ml_dtypes
@@ -748,3 +750,20 @@ def test_gelu_cases_time_their_rows_in_cache(approximate):
     expected = torch.ops.aten.gelu_backward(torch.from_numpy(g), torch.from_numpy(x),
                                             approximate=approximate).numpy()
     np.testing.assert_allclose(o, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_peak_memory_probe_loads_the_measured_calls_kernel_before_it_measures():
+    """The probe's warm-up call takes the kernel the measured call takes (the contiguous
+    parallel one), so that loading it - or compiling it, where Numba's cache is stale (16
+    MiB) - is not counted as the call's memory; a warm-up of 8 elements ran on the calling
+    thread's kernel instead."""
+    script = ("from aclnn import acl\n"
+              "from aclnn.kernels import smooth_l1_rows\n"
+              "from benchmarks import peakmem\n"
+              "acl.init(); acl.rt.set_device(0)\n"
+              "warm, _ = peakmem._call(peakmem.WARM_ELEMENTS, True)\n"
+              "warm()\n"
+              "print(len(smooth_l1_rows.smooth_l1_flat.overloads))\n")
+    loaded = subprocess.run([sys.executable, "-c", script], cwd=cases.REPO, check=True,
+                            capture_output=True, text=True).stdout
+    assert int(loaded) == 1
