@@ -540,7 +540,7 @@ def _tile_shape(shape, strides, row_bytes: int, threads: int) -> tuple[int, int]
     the staging alone 6.1-6.5 ms in 2 MiB, 1 MiB or 512 KiB tiles of 4096 columns, the
     rows alone 6.7-6.9, the calls 12.4-13.4, the contiguous call 7.2-7.7; so the rows
     alone take 0.9 of the contiguous call, and even staging at the speed of fetching its
-    lines (3.3-3.7 ms, the benchmark's probe) would leave the call at 0.68-0.77 of
+    lines (3.2-3.7 ms, the benchmark's probe) would leave the call at 0.68-0.78 of
     it.
 
     Staged tiles are cut shorter where there would be fewer of them than `threads` (each
