@@ -538,10 +538,10 @@ def _tile_shape(shape, strides, row_bytes: int, threads: int) -> tuple[int, int]
     0.83-0.86, 0.87-0.90): longer runs help the reads, but the staging is what costs (see
     `_stage`). Staging and rows still add up there (alternating in one process, float32):
     the staging alone 6.1-6.5 ms in 2 MiB, 1 MiB or 512 KiB tiles of 4096 columns, the
-    rows alone 6.7-6.9, the calls 12.4-13.4, the contiguous call 7.2-7.7; so the rows
-    alone take 0.9 of the contiguous call, and even staging at the speed of fetching its
-    lines (3.2-3.7 ms, the benchmark's probe) would leave the call at 0.68-0.78 of
-    it.
+    rows alone (the staging skipped, its work area never written) 6.7-6.9, the calls
+    12.4-13.4, the contiguous call 7.2-7.7; so the rows alone take 0.9 of the contiguous
+    call, and even staging at the speed of fetching its lines (3.2-3.7 ms, the
+    benchmark's probe) would leave the call at 0.68-0.78 of it.
 
     Staged tiles are cut shorter where there would be fewer of them than `threads` (each
     tile is one thread's work): 1024 x 1024 float16 with self transposed, one tile of
