@@ -311,6 +311,13 @@ PREFETCH_BYTES = 512 if LINE_VECTORS else 2048
 # 0.93-0.94x the time of 512 (float16 3.06-3.10 against 3.29-3.30 ms, bfloat16 2.93-2.98
 # against 3.23-3.26; 1024 0.95x, 4096 as 2048), where the float32 GELU rows' erf form took
 # 1.03-1.08x (tanh form 0.94-0.95x): so on Intel CPUs the loss loops go 2048 ahead.
+# On a Zen 4 EPYC again (2026-12-04) built for AVX2, where the full benchmark had the
+# 16-bit loss rows at 0.70-0.84 of the streamed triad: 16M float16, variants in turn in
+# their own processes, each alternating with the triad over its buffers, 512 / 1024 /
+# 2048 / 4096 / 8192 bytes 0.77-0.85 / 0.79-0.93 / 0.68-0.86 / 0.76-0.88 / 0.77-0.81,
+# the call itself 2.8-5.0 ms at any distance; through the benchmark (`--only "l1 f16 "`,
+# two runs each in turn) 512 0.71-0.88, 2048 0.78-0.93: no distance stands out of the
+# noise, so 2048 stays. The plain stores there ran at 0.76-0.79 against 0.83-0.93 streamed.
 LOSS_PREFETCH_BYTES = 2048 if cpu_vendor() == "GenuineIntel" else PREFETCH_BYTES
 
 

@@ -30,8 +30,11 @@ ms for N(0, 1), U(+-8), U(+-100), non-temporal against prefetcht0: built for AVX
 float16 9.83 / 4.26, 7.63 / 4.07, 7.73 / 4.25 (prefetcht1 4.21, 4.17, 4.12; prefetcht0
 at 512, 1024, 4096 bytes 4.49, 4.32, 4.33 for N(0, 1); none 5.23-5.59), bfloat16 5.14 /
 4.15, 5.07 / 4.21, 6.41 / 4.89; built for AVX2 float16 14.86 / 4.76, 8.24 / 4.64, 8.41 /
-4.64, bfloat16 5.26 / 4.78, 5.32 / 5.00, 6.11 / 5.24. Not yet measured with prefetcht0
-on the Zen EPYCs (their SmoothL1 rows prefetch so). On the Xeon in cache (2^17 elements,
+4.64, bfloat16 5.26 / 4.78, 5.32 / 5.00, 6.11 / 5.24. On a Zen 4 EPYC (2026-12-04,
+through the benchmark, `--only "gelu f16 none"` built for AVX-512, two runs of each in
+turn) the two hints ran within that machine's noise of each other: prefetchnta 3.70-5.85
+ms over the four distributions, prefetcht0 4.16-7.62 (torch's own times swung 10-23 ms
+in the same runs), so prefetcht0 stays everywhere. On the Xeon in cache (2^17 elements,
 one thread, float16 N(0, 1)) the rows took 5.47 ns per 16 lanes, 3.88 with
 llvm.masked.gather in place of the scalar loads (see GATHERS); vectors built of broadcast
 loads blended in turn 5.40.
