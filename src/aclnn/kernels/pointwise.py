@@ -199,7 +199,10 @@ def _stage(buf, code, base, inner, mid, rows, n, work_bytes, at, pitch, row_code
     1.00-1.21x as fast as 4 in every round of seven runs (built for AVX-512 float16 0.47-0.54
     of the contiguous call's rate against 0.46-0.48, float32 0.48-0.57 against 0.46-0.52;
     for AVX2 float16 0.47-0.56 against 0.47-0.51, float32 0.56-0.57 against 0.54-0.57):
-    Intel CPUs stage without it, the Zen EPYCs keep 4 (the Zen 4 ran slower with 2). There
+    Intel CPUs stage without it, the Zen EPYCs keep 4 (the Zen 4 ran slower with 2, and
+    on 2026-12-04 slower without: through the benchmark built for AVX-512, two runs of
+    each in turn, float32 0.44-0.62 of the contiguous call's rate against 0.57-0.67 with
+    it, float16 0.44-0.45 against 0.46-0.57). There
     (float32, AVX-512) the staging alone (no rows) took 8.4-8.6 ms without the prefetch and
     9.3-10.4 with it, where fetching the same lines in the same order (one word of each,
     `benchmarks.probe`) took 4.1-4.4 and the staging with every block stored to one small
