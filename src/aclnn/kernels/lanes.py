@@ -318,6 +318,9 @@ PREFETCH_BYTES = 512 if LINE_VECTORS else 2048
 # the call itself 2.8-5.0 ms at any distance; through the benchmark (`--only "l1 f16 "`,
 # two runs each in turn) 512 0.71-0.88, 2048 0.78-0.93: no distance stands out of the
 # noise, so 2048 stays. The plain stores there ran at 0.76-0.79 against 0.83-0.93 streamed.
+# bfloat16 with no prefetch against 2048 bytes (`--only "l1 bf16"`, two runs each in turn):
+# 0.70-0.94 against 0.82-0.93 of the triad, the compute probe itself 1.5-3.1 ms from one
+# run to the next (1.4-1.45 alone, steady): none is no faster either.
 LOSS_PREFETCH_BYTES = 2048 if cpu_vendor() == "GenuineIntel" else PREFETCH_BYTES
 
 

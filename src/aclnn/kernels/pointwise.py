@@ -525,10 +525,13 @@ def _tile_shape(shape, strides, row_bytes: int, threads: int) -> tuple[int, int]
     the staging alone 1.16-1.24 ms and the rows alone 2.24-2.40 add up to the call's
     3.46-3.67 (contiguous 2.60-2.80). On one thread the staging alone took 3.25 ms and the
     rows alone 3.49 (contiguous 3.95), so one thread staging for another computing rows
-    could not beat the two taking tiles in turn. On an Intel Xeon (2 MiB L2 a core,
-    2026-12-03), 4096 x 4096 alternating in one process on the same buffers: 1 MiB and
-    512 KiB tiles ran 1.02-1.05x as fast as these in float32 (0.50-0.52 of the contiguous
-    call's rate against 0.48-0.51) and 1.03-1.10x in float16 (0.56-0.60 against 0.53-0.55),
+    could not beat the two taking tiles in turn. Nor on a Zen 4 EPYC (2026-12-04): one
+    thread staged 16M float32 (float16) in 7.05 (4.5-4.7) ms and ran the contiguous call
+    in 8.8-9.7 (6.0), where two threads ran it in 4.7-8.1 (3.2-4.6). On an Intel Xeon (2
+    MiB L2 a core, 2026-12-03), 4096 x 4096 alternating in one process on the same
+    buffers, 1 MiB and 512 KiB tiles ran 1.02-1.05x as fast as these in float32 (0.50-0.52
+    of the contiguous call's rate against 0.48-0.51) and 1.03-1.10x in float16 (0.56-0.60
+    against 0.53-0.55),
     4 MiB ones 0.8x; self in 2 MiB pages no faster (0.57-0.59 against 0.55-0.58); float32
     2 MiB tiles of 1024 or 512 columns (self read in runs of 2 or 4 KiB) or 1 MiB ones of
     512 or 256, 0.52-0.56 against 0.52-0.54; the next tile's lines of self asked for into
