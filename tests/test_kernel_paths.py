@@ -12,12 +12,13 @@ import platform
 import re
 
 import ml_dtypes
+import numba
 import numpy as np
 import pytest
 
 import aclnn
 from aclnn.kernels import lanes, pointwise
-from aclnn.kernels.bits import cpu_vendor
+from aclnn.kernels.bits import BF16, F16, F32, cpu_vendor, line_aligned_floats
 from reference import bits, check_output, compute, golden, layout_strides, strided_device
 from support import cached_assembly
 
@@ -139,6 +140,47 @@ def test_staged_tiles_give_every_thread_one():
     assert _staged_tile(1024, 8192, 2) == (256, 4096)  # two side by side, 256 rows fill them
     assert _staged_tile(1024, 1024, 2, threads=4, outer=2) == (512, 1024)
     assert _staged_tile(1024, 1024, 2, threads=8, outer=2) == (256, 1024)
+
+
+@numba.njit
+def _scratch_addresses(sizes):
+    """The address and length of a `line_aligned_floats` array of each size, every other
+    one kept alive while the rest are made (so they land at many places)."""
+    addresses, lengths, kept = np.empty(len(sizes), np.int64), np.empty(len(sizes), np.int64), []
+    for i, n in enumerate(sizes):
+        scratch = line_aligned_floats(n)
+        scratch[:] = 1.0  # every element is writable
+        addresses[i], lengths[i] = scratch.ctypes.data, scratch.size
+        if i % 2:
+            kept.append(scratch)
+    return addresses, lengths
+
+
+def test_kernel_scratch_starts_on_a_cache_line():
+    """The tiled and pooling kernels' scratch starts on a 64-byte line whatever its size
+    (Numba aligns arrays to 32 bytes only: a work area half a line off made every vector
+    of a staged tile span two lines, see `bits.line_aligned_floats`)."""
+    sizes = np.array([0, 1, 5, 16, 17, 301, 4096, 4097, 65536 + 8, 526352] * 4, np.int64)
+    addresses, lengths = _scratch_addresses(sizes)
+    assert (addresses % 64 == 0).all()
+    assert (lengths == sizes).all()
+
+
+@pytest.mark.parametrize("cols", [1, 15, 301, 4096])
+@pytest.mark.parametrize("row_code", [F32, F16])
+def test_work_areas_start_on_cache_lines(cols, row_code):
+    """Each operand's area in a run's work array and each row of a staged tile start on a
+    cache line of it, a line apart at least beyond the row, for any tile width: gradOut in
+    place, self transposed (staged), target broadcast (a converted row), the output."""
+    size = 2 if row_code != F32 else 4
+    inner = [size, 4096 * size, 0, size]
+    meta = np.zeros((4, 2 + pointwise.MAX_RANK), np.int64)  # [code, offset, strides]
+    meta[:, 0], meta[2, 0], meta[:, -1] = row_code, BF16, inner
+    pitch = pointwise._pitch(cols, row_code)
+    assert pitch % 64 == 0 and pitch >= size * cols + 64
+    starts = pointwise._work_areas(meta, 48, cols, row_code)
+    assert (starts % 16 == 0).all()
+    assert list(np.diff(starts) > 0) == [False, True, True, False]
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -43,6 +43,7 @@ from .bits import (
     copy_span16,
     cpu_vendor,
     element_bytes,
+    line_aligned_floats,
     load_as_f32,
     load_span,
     store_f32,
@@ -240,25 +241,35 @@ def _stage(buf, code, base, inner, mid, rows, n, work_bytes, at, pitch, row_code
 
 @njit(inline="always", error_model="numpy", fastmath={"contract"})
 def _pitch(tile_cols, row_code):
-    """Bytes from one row of a staged tile to the next: a cache line more than the row, so
-    a column's elements fall in different cache sets (a row of 4096 floats would put them
-    all in one)."""
-    return element_bytes(row_code) * tile_cols + CACHE_LINE_BYTES
+    """Bytes from one row of a staged tile to the next: the row in whole cache lines (so
+    every staged row starts on one, see `_line_floats`) and a line more, so a column's
+    elements fall in different cache sets (a row of 4096 floats would put them all in
+    one)."""
+    return _line_floats(element_bytes(row_code) * tile_cols) * 4 + CACHE_LINE_BYTES
+
+
+@njit(inline="always", error_model="numpy", fastmath={"contract"})
+def _line_floats(nbytes):
+    """The floats of the whole cache lines that hold nbytes: work areas are sized so, so
+    that each starts on a line of the run's work array (itself on one, see
+    `bits.line_aligned_floats`)."""
+    return -(-nbytes // CACHE_LINE_BYTES) * (CACHE_LINE_BYTES // 4)
 
 
 @njit(inline="always", error_model="numpy", fastmath={"contract"})
 def _work_areas(meta, tile_rows, tile_cols, row_code):
     """Where each operand's float32 work area starts in a run's work array (the last entry
-    is the array's size): a tile for a staged input, a row for an operand converted row by
-    row, nothing for one used in place (the last operand is the output, never staged)."""
+    is the array's size), each on a cache line: a tile for a staged input, a row for an
+    operand converted row by row, nothing for one used in place (the last operand is the
+    output, never staged)."""
     starts = np.zeros(meta.shape[0] + 1, np.int64)
     for k in range(meta.shape[0]):
         if _in_place(meta, k, row_code):
             size = 0
         elif _strides_past_line(meta, k) and k < meta.shape[0] - 1:
-            size = (tile_rows * _pitch(tile_cols, row_code) + 3) // 4  # floats
+            size = _line_floats(tile_rows * _pitch(tile_cols, row_code))
         else:
-            size = tile_cols
+            size = _line_floats(4 * tile_cols)
         starts[k + 1] = starts[k] + size
     return starts
 
@@ -391,7 +402,7 @@ def _tiled_backward(bufs, meta, shape, tile_rows, tile_cols, params, streaming, 
     runs, areas = min(count, RUNS), _work_areas(meta, tile_rows, tile_cols, row_code)
     operands = meta.shape[0]
     for run in prange(runs):
-        work = np.empty(areas[-1], np.float32)
+        work = line_aligned_floats(areas[-1])
         work_bytes = work.view(np.uint8)
         pad = np.empty(max(GELU_PAD, SMOOTH_L1_PAD), np.uint8)
         place = np.empty((4, operands), np.int64)

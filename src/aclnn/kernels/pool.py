@@ -48,6 +48,7 @@ from .bits import (
     F16,
     F32,
     cpu_vendor,
+    line_aligned_floats,
     load_span,
     round_to_half,
     round_to_hf32,
@@ -313,13 +314,15 @@ def _avg_pool2d_backward(bufs, meta, dims, h_plan, w_factor, w_plan, override, s
     for chunk in prange(chunks):  # buffers allocated once per chunk of planes
         # Flat buffers with unsigned indices throughout: 2-D indexing and signed indices
         # (negative-index wraparound) kept these short loops from vectorising (3x slower).
-        q = np.zeros(padded + 2 * LANES, np.float32)  # a row of q, zero columns around it
-        t = np.empty(out_h * width + 2 * LANES, np.float32)
+        # each on a cache line (see `line_aligned_floats`)
+        q = line_aligned_floats(padded + 2 * LANES)  # a row of q, zero columns around it
+        q[:] = 0.0
+        t = line_aligned_floats(out_h * width + 2 * LANES)
         # sums[rho * padded + m]: the sum for column stride*m + rho of a row of q (a stride
         # of 2 sums in registers)
-        sums = np.empty(0 if stride == 2 else stride * padded, np.float32)
-        grad_row = np.empty(out_w, np.float32)
-        row = np.empty(group * width, np.float32)  # the rows of a group, end to end
+        sums = line_aligned_floats(0 if stride == 2 else stride * padded)
+        grad_row = line_aligned_floats(out_w)
+        row = line_aligned_floats(group * width)  # the rows of a group, end to end
         for plane in range(chunk * planes // chunks, (chunk + 1) * planes // chunks):
             n = plane // channels
             c = plane - n * channels
