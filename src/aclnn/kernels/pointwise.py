@@ -558,7 +558,21 @@ def _tile_shape(shape, strides, row_bytes: int, threads: int) -> tuple[int, int]
     rows alone (the staging skipped, its work area never written) 6.7-6.9, the calls
     12.4-13.4, the contiguous call 7.2-7.7; so the rows alone take 0.9 of the contiguous
     call, and even staging at the speed of fetching its lines (3.2-3.7 ms, the
-    benchmark's probe) would leave the call at 0.68-0.78 of it.
+    benchmark's probe) would leave the call at 0.68-0.78 of it. There again (2026-12-06,
+    the work area on a cache line, see `bits.line_aligned_floats`), with this design
+    written in C (AVX-512 intrinsics, OpenMP, huge pages) beside a contiguous kernel, 4096
+    x 4096 float32 ran at 0.41-0.59 of its rate over tile shapes from 32 x 4096 to 1024 x
+    1024 (0.52-0.59 at 64-128 rows by 2048-4096 columns); with the staged tile's stores
+    sent to one small area (wrong results) 0.60-0.74, and without the transposes too (the
+    memory-only probe) 0.72-0.93. Built into this
+    kernel's order, the transposes with the others streamed but no staged tile kept ran at
+    0.72-0.80 (float32 and float16), so the staged tile's stores and reloads are what the
+    target lacks here. No faster in C: two work areas, this tile's rows interleaved with
+    the next tile's staging (0.49-0.55); one thread half a tile out of phase with the other
+    (0.54-0.58); each block column's lines copied to an area in L1 before their transposes
+    (0.45-0.59); the staged tile laid out block column by block column (within noise);
+    strips of 16 or 32 rows computed from the transposed registers, no staged tile
+    (0.25-0.39); the work area in a 2 MiB page (0.26-0.51, by its offset).
 
     Staged tiles are cut shorter where there would be fewer of them than `threads` (each
     tile is one thread's work): 1024 x 1024 float16 with self transposed, one tile of
