@@ -96,8 +96,12 @@ def measure_throughput(case: Case, cfg: Config) -> Row:
                                   probe.triad_setup(s.bytes_moved // 16, streamed=True).ours)
         if s.staged and s.buffers:
             timed["floor"] = probe.triad_over(s.buffers, streamed=True)
-            timed["staged"] = probe.staged_triad_over(s.buffers, *s.staged)
-            timed["staged_touches"] = probe.staged_touches_over(s.buffers[1], *s.staged)
+            row_bytes, run_bytes, code = s.staged
+            timed["staged"] = probe.staged_triad_over(s.buffers, row_bytes, run_bytes)
+            timed["staged_transposes"] = probe.staged_triad_over(s.buffers, row_bytes,
+                                                                 run_bytes, code)
+            timed["staged_touches"] = probe.staged_touches_over(s.buffers[1], row_bytes,
+                                                                run_bytes)
         reference = None
         if target and target.needs:
             reference = (s._replace(ours=s.reference, varied=None) if s.reference else
@@ -125,7 +129,8 @@ def measure_throughput(case: Case, cfg: Config) -> Row:
         dev.release()
     row = Row(case.name, times["ours"], times.get("torch"), s.bytes_moved, s.elements)
     row.extra.update((key, share._asdict()) for key, share in pairs.items())
-    for key in ("triad", "floor", "reference", "compute", "staged", "staged_touches"):
+    for key in ("triad", "floor", "reference", "compute", "staged", "staged_transposes",
+                "staged_touches"):
         if key in times:
             row.extra[f"{key}_ms"] = times[key] * 1e3
     if "exact_products" in times:
@@ -327,7 +332,7 @@ def smooth_l1(dtype, reduction: int = 0, grad_shape=None, layout: str = "1d"):
         if layout == "transposed":  # the contiguous call reads the same bytes in order
             ours, reference = call(dev.view(x_at, x, shape, [1, cfg.side]), dy), call(dx, dy)
             tx = tx.t()
-            staged = _staged_runs(cfg.side, x.itemsize)
+            staged = _staged_runs(cfg.side, x.dtype)
         else:
             ours = call(dx, dy)
         if layout == "bcast":  # the contiguous call on the same gradOut, self and output
@@ -346,13 +351,15 @@ def _scale(reduction: int, elements: int) -> float:
     return 1 / elements if reduction == 1 else 1.0
 
 
-def _staged_runs(side: int, itemsize: int) -> tuple[int, int]:
-    """(bytes per row, bytes each staged tile reads along a row) of a [side, side] self
-    read transposed by the tiled kernel, all operands of one dtype (rows computed in it)."""
+def _staged_runs(side: int, dtype) -> tuple[int, int, int]:
+    """(bytes per row, bytes each staged tile reads along a row, element code) of a [side,
+    side] self of `dtype` read transposed by the tiled kernel, all operands of one dtype
+    (rows computed in it)."""
+    itemsize = np.dtype(dtype).itemsize
     row, column = (side * itemsize, itemsize), (itemsize, side * itemsize)
     tile_rows, _ = pointwise._tile_shape((side, side), [row, column, row, row], itemsize,
                                          probe.THREADS)
-    return side * itemsize, tile_rows * itemsize
+    return side * itemsize, tile_rows * itemsize, probe.CODES[np.dtype(dtype)]
 
 
 def l1(dtype, reduction: int = 0, grad_shape=None):
@@ -566,7 +573,7 @@ def note_subnormal_costs(rows: list[Row], cases: list[Case]) -> None:
 
 
 def note_staging_bounds(rows: list[Row]) -> None:
-    """Note on each failed case that timed `Setup.staged` what this run allows it, by two
+    """Note on each failed case that timed `Setup.staged` what this run allows it, by
     bounds on its elements/s against the contiguous call (its probes timed alternately
     with our call and the contiguous one, on the same buffers):
 
@@ -574,12 +581,16 @@ def note_staging_bounds(rows: list[Row]) -> None:
       (`probe.staged_triad_over`) moves those bytes in that order, and our call moves
       more (it stores and reads back the staged tiles): at most the contiguous call's
       time over the probe's;
+    - memory and transposes: the same probe transposing self's runs as our staging does
+      but keeping nothing of them (`extra["staged_transposes_ms"]`): our call does that
+      too, and also stores and reads back the staged tiles; the share of this probe's
+      speed that ours reaches is what those stores and reloads leave;
     - staging and computing in turn (as each thread of ours does, a tile at a time): at
       least the rows' compute (our contiguous kernel's rows with their operands in cache,
       `extra["compute_ms"]`) plus fetching the lines our staging reads, in its order
       (`probe.staged_touches_over`), so at most the contiguous call's time over that sum.
 
-    Where either is under the target, it is out of reach here for tiles staged and
+    Where any is under the target, it is out of reach here for tiles staged and
     computed so."""
     for row in rows:
         staged, floor, reference = (row.extra.get(f"{key}_ms")
@@ -589,9 +600,11 @@ def note_staging_bounds(rows: list[Row]) -> None:
         bound, ours = reference / staged, row.ours_s * 1e3
         compute, touches = row.extra.get("compute_ms"), row.extra.get("staged_touches_ms")
         in_turn = reference / (compute + touches) if compute and touches else None
+        transposes = row.extra.get("staged_transposes_ms")
+        with_transposes = reference / transposes if transposes else None
         verdict = ("out of reach for these tiles here"
-                   if min(bound, in_turn or bound) < LAYOUT_VS_CONTIGUOUS else
-                   "reachable in principle")
+                   if min(bound, in_turn or bound, with_transposes or bound)
+                   < LAYOUT_VS_CONTIGUOUS else "reachable in principle")
         note = (f"{verdict}: a memory-only probe reading self a staged tile at a time "
                 f"(as ours does) and streaming the tile's rows of the others took "
                 f"{staged:.2f} ms, the streamed triad over the same buffers {floor:.2f} ms "
@@ -599,6 +612,11 @@ def note_staging_bounds(rows: list[Row]) -> None:
                 f"{reference:.2f} ms, so elements/s vs it <= {bound:.2f} with these tiles "
                 f"(target {LAYOUT_VS_CONTIGUOUS}); ours took {ours:.2f} ms, "
                 f"{staged / ours:.2f} of the probe's speed")
+        if with_transposes:
+            note += (f"; the same probe transposing self's runs as our staging does, keeping "
+                     f"nothing of them, took {transposes:.2f} ms, so elements/s vs it <= "
+                     f"{with_transposes:.2f}; ours reached {transposes / ours:.2f} of its "
+                     f"speed (the rest: storing and reading back the staged tiles)")
         if in_turn:
             note += (f"; staging and computing in turn, the rows' compute (our contiguous "
                      f"kernel's rows in cache) {compute:.2f} ms and fetching the "

@@ -390,7 +390,7 @@ class Setup(NamedTuple):
     products, the same results made without any, on the case's own buffers (timed
     alongside our call, see `cases.note_subnormal_costs`). `staged`, for a case whose
     self is read transposed: (bytes per row of self, bytes each of our staged tiles reads
-    along such a row), for the memory-only probes that read it so
+    along such a row, self's element code), for the probes that read it so
     (`probe.staged_triad_over`, `probe.staged_touches_over`, see
     `cases.note_staging_bounds`)."""
 
@@ -404,7 +404,7 @@ class Setup(NamedTuple):
     varied: tuple[int, int] | None = None
     buffers: tuple[tuple[int, int], ...] | None = None
     exact_products: Callable[[], object] | None = None
-    staged: tuple[int, int] | None = None
+    staged: tuple[int, int, int] | None = None
 
 
 @dataclass

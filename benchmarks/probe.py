@@ -25,7 +25,7 @@ from numba.extending import intrinsic
 
 from aclnn.kernels import bits, gelu_rows, smooth_l1_rows, stamp_with_kernel_sources
 from aclnn.kernels.bits import CACHE_LINE_BYTES, element_bytes, store_fence, stream_f32x16
-from aclnn.kernels.lanes import PREFETCH_BYTES, array_data, prefetch_block_rows
+from aclnn.kernels.lanes import PREFETCH_BYTES, array_data, prefetch_block_rows, transpose_x16
 from aclnn.kernels.pointwise import BLOCK, STAGE_AHEAD, STAGE_PREFETCHES
 
 from .harness import InCache, Setup, device_array, host_data
@@ -35,6 +35,7 @@ from .harness import InCache, Setup, device_array, host_data
 stamp_with_kernel_sources(Path(__file__).parent)
 
 THREADS = 2
+NO_TRANSPOSES = -1  # `_staged_triad`'s code for a memory-only pass (no element code)
 LINE_WORDS = CACHE_LINE_BYTES // 4
 ROW_ELEMENTS = 4096  # a row of the compute probes: a contiguous kernel's, its operands in L2
 ROW_REPEATS = 2048  # times each thread computes its row per timing (16M elements in all)
@@ -182,31 +183,53 @@ def _sum_words(words, first, count):
     return total
 
 
+@numba.njit(inline="always")
+def _read_runs(x, x_bytes, tile, row_words, run_words, code, scratch):
+    """A staged tile's reads of x (rows of `row_words` uint32 words, `x_bytes` its uint8
+    view): the `run_words` words at the tile's offset along every row, summed (the sum
+    returned) where `code` is NO_TRANSPOSES, else transposed 16 x 16 blocks of elements of
+    `code` at a time into `scratch` (BLOCK lines, left there) as our staging transposes
+    them (`pointwise._stage`, in its order: BLOCK rows at a time, down their runs). Either
+    asks for the lines of the BLOCK rows STAGE_AHEAD groups on where our staging does
+    (STAGE_PREFETCHES)."""
+    total = np.uint32(0)
+    row_bytes, ahead = 4 * row_words, STAGE_AHEAD * BLOCK * 4 * row_words
+    if code == NO_TRANSPOSES:
+        for row in range(len(x) // row_words):
+            first = row * row_words + tile * run_words
+            if STAGE_PREFETCHES and row % BLOCK == 0:
+                for line in range(first, first + run_words, LINE_WORDS):
+                    prefetch_block_rows(x_bytes, 4 * line + ahead, row_bytes)
+            total += _sum_words(x, first, run_words)
+        return total
+    for group in range(len(x) // row_words // BLOCK):
+        first = 4 * (group * BLOCK * row_words + tile * run_words)
+        for at in range(first, first + 4 * run_words, BLOCK * element_bytes(code)):
+            if STAGE_PREFETCHES and (at - first) % CACHE_LINE_BYTES == 0:
+                prefetch_block_rows(x_bytes, at + ahead, row_bytes)
+            transpose_x16(code, code, x_bytes, at, row_bytes, scratch, 0, CACHE_LINE_BYTES)
+    return total
+
+
 @numba.njit(parallel=True, cache=True)
-def _staged_triad(out, a, x, x_bytes, c, row_words, run_words, sums):
+def _staged_triad(out, a, x, x_bytes, c, row_words, run_words, sums, code):
     """The memory traffic of a tiled call whose operand x (rows of `row_words` words;
     `x_bytes` its uint8 view) is read transposed, tile by tile as the kernel stages it, on
     uint32 words: each thread takes an equal run of tiles (as the kernel's prange does); a
-    tile first reads the `run_words` words at its offset along every row of x (summed into
-    `sums`), each BLOCK rows asking for the run's lines of the BLOCK rows STAGE_AHEAD
-    groups on where our staging does (`pointwise._stage`, STAGE_PREFETCHES), then streams
-    its rows of a and c into `out` (out = a + c * c, stored non-temporally)."""
+    tile first reads its runs of x (`_read_runs`: summed into `sums`, or transposed as
+    elements of `code` into a scratch area whose first word goes into `sums`), then
+    streams its rows of a and c into `out` (out = a + c * c, stored non-temporally)."""
     tiles = row_words // run_words
     tile_words = len(out) // tiles
-    ahead = STAGE_AHEAD * BLOCK * row_words
     for p in prange(THREADS):
         total = np.uint32(0)
+        scratch = np.zeros(BLOCK * CACHE_LINE_BYTES, np.uint8)
         for tile in range(p * tiles // THREADS, (p + 1) * tiles // THREADS):
-            for row in range(len(x) // row_words):
-                first = row * row_words + tile * run_words
-                if STAGE_PREFETCHES and row % BLOCK == 0:
-                    for line in range(first, first + run_words, LINE_WORDS):
-                        prefetch_block_rows(x_bytes, 4 * (line + ahead), 4 * row_words)
-                total += _sum_words(x, first, run_words)
+            total += _read_runs(x, x_bytes, tile, row_words, run_words, code, scratch)
             for i in range(tile * tile_words, (tile + 1) * tile_words, 16):
                 _streamed_triad_line(out, a, c, c, i)
         store_fence()
-        sums[p] = total
+        sums[p] = total + scratch.view(np.uint32)[0]
 
 
 @numba.njit(parallel=True, cache=True)
@@ -232,17 +255,19 @@ def _staged_touches(x, x_bytes, row_words, run_words, sums):
         sums[p] = total
 
 
-def staged_triad_over(buffers: tuple[tuple[int, int], ...], row_bytes: int,
-                      run_bytes: int) -> Callable[[], None]:
+def staged_triad_over(buffers: tuple[tuple[int, int], ...], row_bytes: int, run_bytes: int,
+                      code: int = NO_TRANSPOSES) -> Callable[[], None]:
     """`_staged_triad` over a case's own device buffers (address, bytes: gradOut, the
     transposed self, target, output, each [S, S] of `row_bytes` per row): self read in
     runs of `run_bytes` along each of its rows, a tile of the kernel's at a time, the
-    tile's rows of the others streamed; a memory-only pass, no compute, no staging."""
+    tile's rows of the others streamed; a memory-only pass, no compute, no staging. With
+    an element `code`, self's runs are also transposed as our staging transposes that
+    dtype, but nothing is kept of them (no staged tile is stored or read back)."""
     numba.set_num_threads(THREADS)
     a, x, c, out = (device_array(buffer, np.uint32) for buffer in buffers)
     sums = np.zeros(THREADS, np.uint32)
     return lambda: _staged_triad(out, a, x, x.view(np.uint8), c, row_bytes // 4,
-                                 run_bytes // 4, sums)
+                                 run_bytes // 4, sums, code)
 
 
 def staged_touches_over(buffer: tuple[int, int], row_bytes: int,

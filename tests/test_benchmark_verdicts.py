@@ -357,22 +357,51 @@ def test_measure_throughput_pairs_ours_with_the_streamed_triad_for_a_share_targe
     assert row.streamed_fraction == row.extra["floor_share"]["median"]
 
 
+def _on_a_line(words):
+    """Zeroed uint32 words starting on a cache line (the probes store non-temporally)."""
+    raw = np.zeros(words + 16, np.uint32)
+    return raw[(-raw.ctypes.data % 64) // 4:][:words]
+
+
 @pytest.mark.parametrize(("side", "run_words"), [(64, 16), (64, 32), (96, 48)])
 def test_staged_probe_reads_every_word_of_self_once_and_streams_the_rest(side, run_words):
     """The staged-tile probe: every word of the transposed operand summed once, tile by
     tile (integers, so the sum is exact), and out = a + c * c over every word of the
     others (wrapping)."""
-    def on_a_line(words):
-        raw = np.zeros(words + 16, np.uint32)
-        return raw[(-raw.ctypes.data % 64) // 4:][:words]
     rng = np.random.default_rng(4)
-    a, x, c, out = (on_a_line(side * side) for _ in range(4))
+    a, x, c, out = (_on_a_line(side * side) for _ in range(4))
     for words in (a, x, c):
         words[:] = rng.integers(0, 2**32, words.size, dtype=np.uint32)
     sums = np.zeros(probe.THREADS, np.uint32)
-    probe._staged_triad(out, a, x, x.view(np.uint8), c, side, run_words, sums)
+    probe._staged_triad(out, a, x, x.view(np.uint8), c, side, run_words, sums,
+                        probe.NO_TRANSPOSES)
     assert sums.sum(dtype=np.uint32) == x.sum(dtype=np.uint32)
     assert np.array_equal(out, a + c * c)
+
+
+@pytest.mark.parametrize("code", [probe.bits.F32, probe.bits.F16, probe.bits.BF16])
+@pytest.mark.parametrize(("side", "run_words"), [(64, 16), (96, 48)])
+def test_staged_probe_transposes_the_runs_the_kernel_stages(code, side, run_words):
+    """With an element code the probe transposes each tile's runs as our staging does,
+    16 x 16 blocks down BLOCK rows at a time, and keeps nothing but the first word of
+    each thread's last block (its first column's first one or two elements: the first
+    element of its first row, then of its second for 16-bit elements), still streaming
+    out = a + c * c."""
+    rng = np.random.default_rng(6)
+    a, x, c, out = (_on_a_line(side * side) for _ in range(4))
+    for words in (a, x, c):
+        words[:] = rng.integers(0, 2**32, words.size, dtype=np.uint32)
+    sums = np.zeros(probe.THREADS, np.uint32)
+    probe._staged_triad(out, a, x, x.view(np.uint8), c, side, run_words, sums, code)
+    assert np.array_equal(out, a + c * c)
+    size, tiles = probe.bits.element_bytes(code), side // run_words
+    rows = x.view(np.uint8).reshape(side, 4 * side)
+    for p in range(probe.THREADS):
+        last_tile = (p + 1) * tiles // probe.THREADS - 1
+        column = 4 * run_words * (last_tile + 1) - probe.BLOCK * size  # the last block's
+        first_row = side - probe.BLOCK  # the last group's
+        column_bytes = rows[first_row: first_row + 4 // size, column: column + size]
+        assert sums[p] == column_bytes.reshape(-1).view(np.uint32)[0]
 
 
 @pytest.mark.parametrize(("rows", "row_words", "run_words"),
@@ -393,7 +422,8 @@ def test_staged_probe_reads_the_runs_the_kernel_stages(dtype, itemsize):
     row, column = (4096 * itemsize, itemsize), (itemsize, 4096 * itemsize)
     rows, _ = pointwise._tile_shape((4096, 4096), [row, column, row, row], itemsize,
                                     probe.THREADS)
-    assert cases._staged_runs(4096, itemsize) == (4096 * itemsize, rows * itemsize)
+    assert cases._staged_runs(4096, dtype) == (4096 * itemsize, rows * itemsize,
+                                               probe.CODES[np.dtype(dtype)])
 
 
 def test_staging_bound_notes():
@@ -410,6 +440,26 @@ def test_staging_bound_notes():
     assert "(the layout alone: 0.86 of its speed)" in rows[1].note
     assert rows[1].note.endswith("ours took 4.00 ms, 0.70 of the probe's speed")
     assert rows[2].note == ""
+
+
+@pytest.mark.parametrize(("transposes_ms", "verdict", "bound", "share"), [
+    (3.6, "out of reach for these tiles here", "0.69", "0.90"),
+    (3.0, "reachable in principle", "0.83", "0.75")])
+def test_staging_bound_notes_add_the_transposes(transposes_ms, verdict, bound, share):
+    """Where the probe was also timed transposing self's runs (keeping nothing), the
+    contiguous call's time over it bounds our elements/s too, and our share of its speed
+    is what storing and reading back the staged tiles leaves; under the target, out of
+    reach for these tiles even where the memory-only probe allows it."""
+    rows = [Row("a", 4.0e-3, verdict="FAIL",
+                extra={"staged_ms": 2.8, "floor_ms": 2.4, "reference_ms": 2.5,
+                       "staged_transposes_ms": transposes_ms})]
+    note_staging_bounds(rows)
+    assert rows[0].note.startswith(verdict)
+    assert "<= 0.89 with these tiles" in rows[0].note
+    assert rows[0].note.endswith(
+        f"the same probe transposing self's runs as our staging does, keeping nothing of "
+        f"them, took {transposes_ms:.2f} ms, so elements/s vs it <= {bound}; ours reached "
+        f"{share} of its speed (the rest: storing and reading back the staged tiles)")
 
 
 @pytest.mark.parametrize(("compute_ms", "touches_ms", "verdict", "bound"), [
@@ -437,7 +487,8 @@ def test_measure_throughput_times_the_staged_probe_for_a_transposed_self(monkeyp
     monkeypatch.setattr(probe, "triad_over",
                         lambda buffers, streamed: lambda: timed.append(("triad", streamed)))
     monkeypatch.setattr(probe, "staged_triad_over",
-                        lambda buffers, row, run: lambda: timed.append(("staged", row, run)))
+                        lambda buffers, row, run, code=probe.NO_TRANSPOSES:
+                        lambda: timed.append(("staged", row, run, code)))
     monkeypatch.setattr(probe, "staged_touches_over",
                         lambda buffer, row, run: lambda: timed.append(("touches", buffer, row,
                                                                        run)))
@@ -445,11 +496,13 @@ def test_measure_throughput_times_the_staged_probe_for_a_transposed_self(monkeyp
     case = Case("layout", lambda cfg, dev: harness.Setup(
         lambda: None, None, 256, 16,
         in_cache=harness.InCache(lambda: None, 16, np.zeros((1, 1, 1), np.uint8)),
-        reference=lambda: None, buffers=buffers, staged=(32, 8)), vs_case("other", 0.75))
+        reference=lambda: None, buffers=buffers, staged=(32, 8, probe.bits.F16)),
+        vs_case("other", 0.75))
     row = cases.measure_throughput(case, harness.Config(quick=True, repeat=1, warmup=0))
-    assert ("staged", 32, 8) in timed and ("triad", True) in timed
+    assert ("staged", 32, 8, probe.NO_TRANSPOSES) in timed and ("triad", True) in timed
+    assert ("staged", 32, 8, probe.bits.F16) in timed  # transposing as self's dtype
     assert ("touches", (2, 64), 32, 8) in timed  # self's buffer
-    assert {"staged_ms", "floor_ms", "reference_ms", "compute_ms",
+    assert {"staged_ms", "staged_transposes_ms", "floor_ms", "reference_ms", "compute_ms",
             "staged_touches_ms"} <= row.extra.keys()
 
 
