@@ -245,7 +245,7 @@ def _pitch(tile_cols, row_code):
     every staged row starts on one, see `_line_floats`) and a line more, so a column's
     elements fall in different cache sets (a row of 4096 floats would put them all in
     one)."""
-    return _line_floats(element_bytes(row_code) * tile_cols) * 4 + CACHE_LINE_BYTES
+    return 4 * _line_floats(element_bytes(row_code) * tile_cols) + CACHE_LINE_BYTES
 
 
 @njit(inline="always", error_model="numpy", fastmath={"contract"})
@@ -564,9 +564,9 @@ def _tile_shape(shape, strides, row_bytes: int, threads: int) -> tuple[int, int]
     x 4096 float32 ran at 0.41-0.59 of its rate over tile shapes from 32 x 4096 to 1024 x
     1024 (0.52-0.59 at 64-128 rows by 2048-4096 columns); with the staged tile's stores
     sent to one small area (wrong results) 0.60-0.74, and without the transposes too (the
-    memory-only probe) 0.72-0.93. Built into this
-    kernel's order, the transposes with the others streamed but no staged tile kept ran at
-    0.72-0.80 (float32 and float16), so the staged tile's stores and reloads are what the
+    memory-only probe) 0.72-0.93. In this kernel's order, the transposes with the others
+    streamed but no staged tile kept ran at 0.72-0.80 (float32 and float16; the
+    benchmark's transposing probe), so the staged tile's stores and reloads are what the
     target lacks here. No faster in C: two work areas, this tile's rows interleaved with
     the next tile's staging (0.49-0.55); one thread half a tile out of phase with the other
     (0.54-0.58); each block column's lines copied to an area in L1 before their transposes
