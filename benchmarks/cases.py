@@ -29,6 +29,7 @@ import torch
 
 import aclnn
 from aclnn.kernels import lookup, pointwise
+from aclnn.kernels.bits import element_bytes
 
 from . import probe
 from .harness import (
@@ -73,7 +74,8 @@ def measure_throughput(case: Case, cfg: Config) -> Row:
     pairs once more with those swapped (`extra["swapped_share"]`, see
     `harness.crossed_ratio`); for a case whose self is read transposed (`Setup.staged`),
     the streamed triad over its buffers, the probe that reads them as our staged tiles do,
-    and the cache lines of self our staging fetches, touched alone (see
+    the cache lines of self our staging fetches, touched alone, and the staging itself with
+    no compute over the swept tile shapes (`extra["swept_staging_ms"]`; see
     `note_staging_bounds`). A case judged by its share of the streamed triad's speed times
     the two again in pairs (`extra["floor_share"]`). Each set of pairs is
     `cfg.share_pairs` of them (see `harness.paired_share`)."""
@@ -97,11 +99,16 @@ def measure_throughput(case: Case, cfg: Config) -> Row:
         if s.staged and s.buffers:
             timed["floor"] = probe.triad_over(s.buffers, streamed=True)
             row_bytes, run_bytes, code = s.staged
-            timed["staged"] = probe.staged_triad_over(s.buffers, row_bytes, run_bytes)
-            timed["staged_transposes"] = probe.staged_triad_over(s.buffers, row_bytes,
-                                                                 run_bytes, code)
+            size = element_bytes(code)
+            side = row_bytes // size
+            ours_tile = run_bytes // size, side
+            for key, stage in (("staged", probe.READS), ("staged_transposes", probe.TRANSPOSES)):
+                timed[key] = probe.staged_triad_over(s.buffers, side, ours_tile, code, stage)
             timed["staged_touches"] = probe.staged_touches_over(s.buffers[1], row_bytes,
                                                                 run_bytes)
+            for tile in probe.swept_tiles(side, code):
+                timed[_SWEPT + _tile_name(tile)] = probe.staged_triad_over(
+                    s.buffers, side, tile, code, probe.STAGES)
         reference = None
         if target and target.needs:
             reference = (s._replace(ours=s.reference, varied=None) if s.reference else
@@ -133,6 +140,9 @@ def measure_throughput(case: Case, cfg: Config) -> Row:
                 "staged_touches"):
         if key in times:
             row.extra[f"{key}_ms"] = times[key] * 1e3
+    swept = {key[len(_SWEPT):]: t * 1e3 for key, t in times.items() if key.startswith(_SWEPT)}
+    if swept:
+        row.extra["swept_staging_ms"] = swept
     if "exact_products" in times:
         row.extra["exact_products_ms"] = [t * 1e3 for t in times["exact_products"]]
     if "floor" in times and s.bytes_written:
@@ -349,6 +359,14 @@ def smooth_l1(dtype, reduction: int = 0, grad_shape=None, layout: str = "1d"):
 def _scale(reduction: int, elements: int) -> float:
     """The scale a loss call with a full gradOut computes its rows with: 1/n for mean."""
     return 1 / elements if reduction == 1 else 1.0
+
+
+_SWEPT = "swept "  # the timing keys of the swept staging probes, then their tile's name
+
+
+def _tile_name(tile: tuple[int, int]) -> str:
+    """A tile shape (rows, columns) as the notes write it."""
+    return f"{tile[0]}x{tile[1]}"
 
 
 def _staged_runs(side: int, dtype) -> tuple[int, int, int]:
@@ -591,7 +609,12 @@ def note_staging_bounds(rows: list[Row]) -> None:
       (`probe.staged_touches_over`), so at most the contiguous call's time over that sum.
 
     Where any is under the target, it is out of reach here for tiles staged and
-    computed so."""
+    computed so. And for any tile shape: the staging itself with no compute, swept over
+    tile shapes (`probe.swept_tiles`, `extra["swept_staging_ms"]`), from blocks used as
+    they are transposed to whole rows; every design reads self a tile at a time, turns it
+    in registers and hands it to the rows of the others through memory or cache, so its
+    best shape bounds them all: where that is under the target, out of reach here for
+    every tile shape tried."""
     for row in rows:
         staged, floor, reference = (row.extra.get(f"{key}_ms")
                                     for key in ("staged", "floor", "reference"))
@@ -602,7 +625,12 @@ def note_staging_bounds(rows: list[Row]) -> None:
         in_turn = reference / (compute + touches) if compute and touches else None
         transposes = row.extra.get("staged_transposes_ms")
         with_transposes = reference / transposes if transposes else None
-        verdict = ("out of reach for these tiles here"
+        swept = row.extra.get("swept_staging_ms")
+        best = min(swept, key=swept.get) if swept else None
+        any_tile = reference / swept[best] if swept else None
+        verdict = ("out of reach here for every tile shape tried"
+                   if any_tile and any_tile < LAYOUT_VS_CONTIGUOUS else
+                   "out of reach for these tiles here"
                    if min(bound, in_turn or bound, with_transposes or bound)
                    < LAYOUT_VS_CONTIGUOUS else "reachable in principle")
         note = (f"{verdict}: a memory-only probe reading self a staged tile at a time "
@@ -623,6 +651,14 @@ def note_staging_bounds(rows: list[Row]) -> None:
                      f"lines of self our staging reads, in its order, {touches:.2f} ms add "
                      f"up to {compute + touches:.2f} ms, so elements/s vs it <= "
                      f"{in_turn:.2f}")
+        if swept:
+            rows, columns = zip(*(tuple(map(int, name.split("x"))) for name in swept))
+            note += (f"; the staging alone (self's tiles transposed into a staged tile and "
+                     f"read back into out = gradOut + staged * target, as integers, no "
+                     f"compute) over {len(swept)} tile shapes, {min(rows)}-{max(rows)} rows by "
+                     f"{min(columns)}-{max(columns)} columns, took at best "
+                     f"{swept[best]:.2f} ms ({best}), so elements/s vs it <= {any_tile:.2f} "
+                     f"with any of them; ours reached {swept[best] / ours:.2f} of its speed")
         row.note = f"{row.note}; {note}" if row.note else note
 
 

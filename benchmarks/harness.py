@@ -390,9 +390,9 @@ class Setup(NamedTuple):
     products, the same results made without any, on the case's own buffers (timed
     alongside our call, see `cases.note_subnormal_costs`). `staged`, for a case whose
     self is read transposed: (bytes per row of self, bytes each of our staged tiles reads
-    along such a row, self's element code), for the probes that read it so
-    (`probe.staged_triad_over`, `probe.staged_touches_over`, see
-    `cases.note_staging_bounds`)."""
+    along such a row, self's element code), for the probes that read it so, and stage it
+    over other tile shapes too (`probe.staged_triad_over`, `probe.staged_touches_over`,
+    `probe.swept_tiles`, see `cases.note_staging_bounds`)."""
 
     ours: Callable[[], object]
     torch: Callable[[], object] | None

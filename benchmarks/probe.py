@@ -26,7 +26,7 @@ from numba.extending import intrinsic
 from aclnn.kernels import bits, gelu_rows, smooth_l1_rows, stamp_with_kernel_sources
 from aclnn.kernels.bits import CACHE_LINE_BYTES, element_bytes, store_fence, stream_f32x16
 from aclnn.kernels.lanes import PREFETCH_BYTES, array_data, prefetch_block_rows, transpose_x16
-from aclnn.kernels.pointwise import BLOCK, STAGE_AHEAD, STAGE_PREFETCHES
+from aclnn.kernels.pointwise import BLOCK, STAGE_AHEAD, STAGE_PREFETCHES, _pitch
 
 from .harness import InCache, Setup, device_array, host_data
 
@@ -35,7 +35,7 @@ from .harness import InCache, Setup, device_array, host_data
 stamp_with_kernel_sources(Path(__file__).parent)
 
 THREADS = 2
-NO_TRANSPOSES = -1  # `_staged_triad`'s code for a memory-only pass (no element code)
+READS, TRANSPOSES, STAGES = 0, 1, 2  # `_staged_triad`'s passes (see there)
 LINE_WORDS = CACHE_LINE_BYTES // 4
 ROW_ELEMENTS = 4096  # a row of the compute probes: a contiguous kernel's, its operands in L2
 ROW_REPEATS = 2048  # times each thread computes its row per timing (16M elements in all)
@@ -56,9 +56,10 @@ def _triad(out, a, b, c):
 
 
 @intrinsic
-def _streamed_triad_line(typingctx, out, a, b, c, i):
-    """out[i:i + 16] = a + b * c, stored non-temporally (out + 4i aligned to 64 bytes); in
-    float32, or on uint32 arrays in integers (wrapping, whatever bits they hold)."""
+def _streamed_triad_line(typingctx, out, a, b, c, i, j):
+    """out[i:i + 16] = a[i:i + 16] + b[j:j + 16] * c[i:i + 16], stored non-temporally (all
+    three lines aligned to 64 bytes); in float32, or on uint32 arrays in integers
+    (wrapping, whatever bits they hold)."""
     floats = a.dtype == types.float32
 
     def codegen(context, builder, signature, args):
@@ -66,13 +67,14 @@ def _streamed_triad_line(typingctx, out, a, b, c, i):
 
         def line(k):
             data = context.make_array(signature.args[k])(context, builder, value=args[k]).data
-            return builder.bitcast(builder.gep(data, [args[4]]), vector.as_pointer())
+            at = args[5] if k == 2 else args[4]
+            return builder.bitcast(builder.gep(data, [at]), vector.as_pointer())
         a_, b_, c_ = (builder.load(line(k), align=64) for k in (1, 2, 3))
         add, mul = (builder.fadd, builder.fmul) if floats else (builder.add, builder.mul)
         stored = builder.store(add(a_, mul(b_, c_)), line(0), align=64)
         stored.set_metadata("nontemporal", builder.module.add_metadata([ir.IntType(32)(1)]))
         return context.get_dummy_value()
-    return types.none(out, a, b, c, types.intp), codegen
+    return types.none(out, a, b, c, types.intp, types.intp), codegen
 
 
 @numba.njit(parallel=True, cache=True)
@@ -82,7 +84,7 @@ def _streamed_triad(out, a, b, c):
     lines = out.size // 16
     for t in prange(2 * THREADS):
         for k in range(t * lines // (2 * THREADS), (t + 1) * lines // (2 * THREADS)):
-            _streamed_triad_line(out, a, b, c, 16 * k)
+            _streamed_triad_line(out, a, b, c, 16 * k, 16 * k)
 
 
 def copy_setup(n: int) -> Setup:
@@ -184,52 +186,75 @@ def _sum_words(words, first, count):
 
 
 @numba.njit(inline="always")
-def _read_runs(x, x_bytes, tile, row_words, run_words, code, scratch):
-    """A staged tile's reads of x (rows of `row_words` uint32 words, `x_bytes` its uint8
-    view): the `run_words` words at the tile's offset along every row, summed (the sum
-    returned) where `code` is NO_TRANSPOSES, else transposed 16 x 16 blocks of elements of
-    `code` at a time into `scratch` (BLOCK lines, left there) as our staging transposes
-    them (`pointwise._stage`, in its order: BLOCK rows at a time, down their runs). Either
-    asks for the lines of the BLOCK rows STAGE_AHEAD groups on where our staging does
-    (STAGE_PREFETCHES)."""
-    total = np.uint32(0)
-    row_bytes, ahead = 4 * row_words, STAGE_AHEAD * BLOCK * 4 * row_words
-    if code == NO_TRANSPOSES:
-        for row in range(len(x) // row_words):
-            first = row * row_words + tile * run_words
-            if STAGE_PREFETCHES and row % BLOCK == 0:
-                for line in range(first, first + run_words, LINE_WORDS):
-                    prefetch_block_rows(x_bytes, 4 * line + ahead, row_bytes)
-            total += _sum_words(x, first, run_words)
-        return total
-    for group in range(len(x) // row_words // BLOCK):
-        first = 4 * (group * BLOCK * row_words + tile * run_words)
-        for at in range(first, first + 4 * run_words, BLOCK * element_bytes(code)):
+def _read_runs(x, x_bytes, row_bytes, first_row, first_column, rows, columns, code, stage,
+               area, pitch):
+    """A staged tile's reads of x (rows of `row_bytes`, elements of `code`; `x_bytes` its
+    uint8 view): the runs of `rows` elements from element `first_row` along x's rows
+    `first_column` ... + `columns` (the tile's columns), BLOCK rows of x at a time down
+    their runs, as our staging reads them (`pointwise._stage`), asking for the lines of the
+    BLOCK rows STAGE_AHEAD groups on where it does (STAGE_PREFETCHES). For READS, each
+    row's run summed as words (the sum returned); else transposed 16 x 16 blocks at a
+    time, each into the first BLOCK lines of `area` (TRANSPOSES: kept nowhere) or into
+    its place in the tile's rows of `pitch` bytes in `area` (STAGES: the staged tile)."""
+    total, size = np.uint32(0), element_bytes(code)
+    ahead, run_bytes = STAGE_AHEAD * BLOCK * row_bytes, rows * size
+    for group in range(first_column, first_column + columns, BLOCK):
+        first = group * row_bytes + first_row * size
+        if stage == READS:  # each row's run whole, in a vector loop: at memory speed
+            for line in range(first, first + run_bytes, CACHE_LINE_BYTES):
+                if STAGE_PREFETCHES:
+                    prefetch_block_rows(x_bytes, line + ahead, row_bytes)
+            for row in range(BLOCK):
+                total += _sum_words(x, (first + row * row_bytes) // 4, run_bytes // 4)
+            continue
+        for at in range(first, first + run_bytes, BLOCK * size):
             if STAGE_PREFETCHES and (at - first) % CACHE_LINE_BYTES == 0:
                 prefetch_block_rows(x_bytes, at + ahead, row_bytes)
-            transpose_x16(code, code, x_bytes, at, row_bytes, scratch, 0, CACHE_LINE_BYTES)
+            if stage == TRANSPOSES:
+                transpose_x16(code, code, x_bytes, at, row_bytes, area, 0, CACHE_LINE_BYTES)
+            else:
+                transpose_x16(code, code, x_bytes, at, row_bytes, area,
+                              (at - first) // size * pitch + (group - first_column) * size,
+                              pitch)
     return total
 
 
 @numba.njit(parallel=True, cache=True)
-def _staged_triad(out, a, x, x_bytes, c, row_words, run_words, sums, code):
-    """The memory traffic of a tiled call whose operand x (rows of `row_words` words;
-    `x_bytes` its uint8 view) is read transposed, tile by tile as the kernel stages it, on
-    uint32 words: each thread takes an equal run of tiles (as the kernel's prange does); a
-    tile first reads its runs of x (`_read_runs`: summed into `sums`, or transposed as
-    elements of `code` into a scratch area whose first word goes into `sums`), then
-    streams its rows of a and c into `out` (out = a + c * c, stored non-temporally)."""
-    tiles = row_words // run_words
-    tile_words = len(out) // tiles
+def _staged_triad(out, a, x, x_bytes, c, side, rows, columns, code, stage, sums):
+    """The work of a tiled call on [side, side] elements of `code` whose operand x is read
+    transposed, tiles of `rows` x `columns` (dividing `side`, `rows` a multiple of BLOCK,
+    `columns` of whole cache lines of elements) staged as our kernel stages
+    them, on uint32 words, with no compute: each thread takes an equal run of tiles (as the
+    kernel's prange does, row band by row band); a tile first reads its runs of x
+    (`_read_runs`: READS sums them into `sums`; TRANSPOSES transposes them and keeps the
+    first word of the last block in `sums`; STAGES transposes them into a staged tile),
+    then streams its rows of a and c into `out`, stored non-temporally: out = a + c * c,
+    or for STAGES out = a + staged * c (x transposed, exactly)."""
+    size = element_bytes(code)
+    row_bytes, pitch = side * size, _pitch(columns, code)  # as our staged tiles' rows
+    row_words, pitch_words = row_bytes // 4, pitch // 4
+    per_band = side // columns
+    tiles = side // rows * per_band
     for p in prange(THREADS):
         total = np.uint32(0)
-        scratch = np.zeros(BLOCK * CACHE_LINE_BYTES, np.uint8)
+        area = bits.line_aligned_floats(rows * pitch_words if stage == STAGES
+                                        else BLOCK * LINE_WORDS).view(np.uint32)
+        area_bytes = area.view(np.uint8)
         for tile in range(p * tiles // THREADS, (p + 1) * tiles // THREADS):
-            total += _read_runs(x, x_bytes, tile, row_words, run_words, code, scratch)
-            for i in range(tile * tile_words, (tile + 1) * tile_words, 16):
-                _streamed_triad_line(out, a, c, c, i)
+            first_row, first_column = tile // per_band * rows, tile % per_band * columns
+            total += _read_runs(x, x_bytes, row_bytes, first_row, first_column, rows, columns,
+                                code, stage, area_bytes, pitch)
+            for row in range(rows):
+                at = (first_row + row) * row_words + first_column * size // 4
+                for word in range(0, columns * size // 4, LINE_WORDS):
+                    if stage == STAGES:
+                        _streamed_triad_line(out, a, area, c, at + word, row * pitch_words + word)
+                    else:
+                        _streamed_triad_line(out, a, c, c, at + word, at + word)
         store_fence()
-        sums[p] = total + scratch.view(np.uint32)[0]
+        if stage == TRANSPOSES:
+            total += area[0]
+        sums[p] = total
 
 
 @numba.njit(parallel=True, cache=True)
@@ -255,19 +280,30 @@ def _staged_touches(x, x_bytes, row_words, run_words, sums):
         sums[p] = total
 
 
-def staged_triad_over(buffers: tuple[tuple[int, int], ...], row_bytes: int, run_bytes: int,
-                      code: int = NO_TRANSPOSES) -> Callable[[], None]:
+def staged_triad_over(buffers: tuple[tuple[int, int], ...], side: int,
+                      tile: tuple[int, int], code: int, stage: int) -> Callable[[], None]:
     """`_staged_triad` over a case's own device buffers (address, bytes: gradOut, the
-    transposed self, target, output, each [S, S] of `row_bytes` per row): self read in
-    runs of `run_bytes` along each of its rows, a tile of the kernel's at a time, the
-    tile's rows of the others streamed; a memory-only pass, no compute, no staging. With
-    an element `code`, self's runs are also transposed as our staging transposes that
-    dtype, but nothing is kept of them (no staged tile is stored or read back)."""
+    transposed self, target, output, each [side, side] of elements of `code`), in tiles of
+    (rows, columns): self read a tile at a time as our staging reads it, the tile's rows
+    of the others streamed; READS a memory-only pass; TRANSPOSES also transposes self's
+    runs as our staging does, keeping nothing of them; STAGES keeps them in a staged tile
+    and streams out = gradOut + staged * target from it, all with no compute."""
     numba.set_num_threads(THREADS)
     a, x, c, out = (device_array(buffer, np.uint32) for buffer in buffers)
     sums = np.zeros(THREADS, np.uint32)
-    return lambda: _staged_triad(out, a, x, x.view(np.uint8), c, row_bytes // 4,
-                                 run_bytes // 4, sums, code)
+    return lambda: _staged_triad(out, a, x, x.view(np.uint8), c, side, *tile, code, stage,
+                                 sums)
+
+
+def swept_tiles(side: int, code: int) -> list[tuple[int, int]]:
+    """The tile shapes (rows, columns) a STAGES probe is swept over for a [side, side]
+    self of elements of `code` read transposed: 16 to 512 rows (self read in runs of 16 to
+    512 elements along its rows) by a cache line of columns (each 16 x 16 block used as it
+    is transposed, the staged tile in L1), 1024 columns (in L2) or whole rows (the others
+    streamed whole rows at a time, as ours does); those that divide `side`."""
+    columns = (CACHE_LINE_BYTES // element_bytes(code), 1024, side)
+    return [(rows, width) for rows in (16, 64, 128, 256, 512) for width in dict.fromkeys(columns)
+            if side % rows == 0 and side % width == 0]
 
 
 def staged_touches_over(buffer: tuple[int, int], row_bytes: int,

@@ -363,45 +363,87 @@ def _on_a_line(words):
     return raw[(-raw.ctypes.data % 64) // 4:][:words]
 
 
-@pytest.mark.parametrize(("side", "run_words"), [(64, 16), (64, 32), (96, 48)])
-def test_staged_probe_reads_every_word_of_self_once_and_streams_the_rest(side, run_words):
-    """The staged-tile probe: every word of the transposed operand summed once, tile by
-    tile (integers, so the sum is exact), and out = a + c * c over every word of the
-    others (wrapping)."""
-    rng = np.random.default_rng(4)
-    a, x, c, out = (_on_a_line(side * side) for _ in range(4))
+def _probe_operands(side, size, seed):
+    """gradOut, self, target and output words of a [side, side] case of `size`-byte
+    elements for the staged probes, the first three random."""
+    rng = np.random.default_rng(seed)
+    a, x, c, out = (_on_a_line(side * side * size // 4) for _ in range(4))
     for words in (a, x, c):
         words[:] = rng.integers(0, 2**32, words.size, dtype=np.uint32)
+    return a, x, c, out
+
+
+_PROBE_CODES = [(probe.bits.F32, np.uint32), (probe.bits.F16, np.uint16),
+                (probe.bits.BF16, np.uint16)]
+_PROBE_TILES = [(64, 16, 64), (64, 32, 64), (96, 48, 96), (64, 16, 32), (96, 48, 32)]
+
+
+@pytest.mark.parametrize(("code", "bits_type"), _PROBE_CODES)
+@pytest.mark.parametrize(("side", "rows", "columns"), _PROBE_TILES)
+def test_staged_probe_reads_every_word_of_self_once_and_streams_the_rest(
+        code, bits_type, side, rows, columns):
+    """The staged-tile probe's memory-only pass: every word of the transposed operand
+    summed once, tile by tile (integers, so the sum is exact), and out = a + c * c over
+    every word of the others (wrapping)."""
+    a, x, c, out = _probe_operands(side, np.dtype(bits_type).itemsize, 4)
     sums = np.zeros(probe.THREADS, np.uint32)
-    probe._staged_triad(out, a, x, x.view(np.uint8), c, side, run_words, sums,
-                        probe.NO_TRANSPOSES)
+    probe._staged_triad(out, a, x, x.view(np.uint8), c, side, rows, columns, code,
+                        probe.READS, sums)
     assert sums.sum(dtype=np.uint32) == x.sum(dtype=np.uint32)
     assert np.array_equal(out, a + c * c)
 
 
-@pytest.mark.parametrize("code", [probe.bits.F32, probe.bits.F16, probe.bits.BF16])
-@pytest.mark.parametrize(("side", "run_words"), [(64, 16), (96, 48)])
-def test_staged_probe_transposes_the_runs_the_kernel_stages(code, side, run_words):
-    """With an element code the probe transposes each tile's runs as our staging does,
-    16 x 16 blocks down BLOCK rows at a time, and keeps nothing but the first word of
-    each thread's last block (its first column's first one or two elements: the first
-    element of its first row, then of its second for 16-bit elements), still streaming
+@pytest.mark.parametrize(("code", "bits_type"), _PROBE_CODES)
+@pytest.mark.parametrize(("side", "rows", "columns"), _PROBE_TILES)
+def test_staged_probe_transposes_the_runs_the_kernel_stages(code, bits_type, side, rows,
+                                                            columns):
+    """The transposing pass transposes each tile's runs as our staging does, 16 x 16
+    blocks down BLOCK rows at a time, and keeps nothing but the first word of each
+    thread's last block (its first column's first one or two elements: the first element
+    of its first row, then of its second for 16-bit elements), still streaming
     out = a + c * c."""
-    rng = np.random.default_rng(6)
-    a, x, c, out = (_on_a_line(side * side) for _ in range(4))
-    for words in (a, x, c):
-        words[:] = rng.integers(0, 2**32, words.size, dtype=np.uint32)
+    size = np.dtype(bits_type).itemsize
+    a, x, c, out = _probe_operands(side, size, 6)
     sums = np.zeros(probe.THREADS, np.uint32)
-    probe._staged_triad(out, a, x, x.view(np.uint8), c, side, run_words, sums, code)
+    probe._staged_triad(out, a, x, x.view(np.uint8), c, side, rows, columns, code,
+                        probe.TRANSPOSES, sums)
     assert np.array_equal(out, a + c * c)
-    size, tiles = probe.bits.element_bytes(code), side // run_words
-    rows = x.view(np.uint8).reshape(side, 4 * side)
+    per_band = side // columns
+    tiles = side // rows * per_band
+    self_rows = x.view(np.uint8).reshape(side, size * side)
     for p in range(probe.THREADS):
         last_tile = (p + 1) * tiles // probe.THREADS - 1
-        column = 4 * run_words * (last_tile + 1) - probe.BLOCK * size  # the last block's
-        first_row = side - probe.BLOCK  # the last group's
-        column_bytes = rows[first_row: first_row + 4 // size, column: column + size]
-        assert sums[p] == column_bytes.reshape(-1).view(np.uint32)[0]
+        first_row, first_column = last_tile // per_band * rows, last_tile % per_band * columns
+        at = size * (first_row + rows - probe.BLOCK)  # the last block's, along self's rows
+        group = first_column + columns - probe.BLOCK  # the tile's last BLOCK rows of self
+        first_word = self_rows[group: group + 4 // size, at: at + size]
+        assert sums[p] == first_word.reshape(-1).view(np.uint32)[0]
+
+
+@pytest.mark.parametrize(("code", "bits_type"), _PROBE_CODES)
+@pytest.mark.parametrize(("side", "rows", "columns"), _PROBE_TILES)
+def test_staged_probe_stages_self_transposed(code, bits_type, side, rows, columns):
+    """The staging pass keeps each tile of self transposed in a staged tile and reads it
+    back: out = a + transposed self * c, word for word (16-bit elements two to a word)."""
+    a, x, c, out = _probe_operands(side, np.dtype(bits_type).itemsize, 7)
+    sums = np.zeros(probe.THREADS, np.uint32)
+    probe._staged_triad(out, a, x, x.view(np.uint8), c, side, rows, columns, code,
+                        probe.STAGES, sums)
+    transposed = np.ascontiguousarray(x.view(bits_type).reshape(side, side).T)
+    assert np.array_equal(out, a + transposed.reshape(-1).view(np.uint32) * c)
+
+
+@pytest.mark.parametrize(("code", "line"), [(probe.bits.F32, 16), (probe.bits.F16, 32)])
+def test_swept_tiles_run_from_a_line_of_columns_to_whole_rows(code, line):
+    """The staging is swept over 16 to 512 rows by a cache line's worth of columns, 1024
+    or whole rows, each dividing the side; our own tile is among them."""
+    dtype = {probe.bits.F32: np.float32, probe.bits.F16: np.float16}[code]
+    _, run_bytes, _ = cases._staged_runs(4096, dtype)
+    tiles = probe.swept_tiles(4096, code)
+    assert tiles == [(rows, columns) for rows in (16, 64, 128, 256, 512)
+                     for columns in (line, 1024, 4096)]
+    assert (run_bytes // np.dtype(dtype).itemsize, 4096) in tiles
+    assert probe.swept_tiles(96, code) == [(16, line), (16, 96)]  # those that divide 96
 
 
 @pytest.mark.parametrize(("rows", "row_words", "run_words"),
@@ -485,13 +527,31 @@ def test_staging_bound_notes_add_staging_and_computing_in_turn(compute_ms, touch
         f"{compute_ms + touches_ms:.2f} ms, so elements/s vs it <= {bound}")
 
 
+@pytest.mark.parametrize(("best_ms", "verdict", "bound", "share"), [
+    (3.6, "out of reach here for every tile shape tried", "0.69", "0.90"),
+    (3.2, "out of reach for these tiles here", "0.78", "0.80")])
+def test_staging_bound_notes_add_the_swept_staging(best_ms, verdict, bound, share):
+    """Where the staging alone was swept over tile shapes, the contiguous call's time over
+    the fastest bounds every shape tried; under the target, out of reach here for every
+    one of them; above it, the other bounds decide (here the transposing probe's 0.69)."""
+    swept = {"16x16": 9.0, "128x4096": best_ms + 0.4, "512x1024": best_ms, "64x16": 8.0}
+    note = _staging_note(staged_transposes_ms=3.6, swept_staging_ms=swept)
+    assert note.startswith(verdict)
+    assert note.endswith(
+        f"over 4 tile shapes, 16-512 rows by 16-4096 columns, took at best {best_ms:.2f} ms "
+        f"(512x1024), so elements/s vs it <= {bound} with any of them; ours reached "
+        f"{share} of its speed")
+
+
 def test_measure_throughput_times_the_staged_probe_for_a_transposed_self(monkeypatch):
+    """A transposed-self case times the staged probe over its buffers on our tile (its
+    memory-only and transposing passes) and, staging, over every swept tile shape."""
     timed = []
     monkeypatch.setattr(probe, "triad_over",
                         lambda buffers, streamed: lambda: timed.append(("triad", streamed)))
     monkeypatch.setattr(probe, "staged_triad_over",
-                        lambda buffers, row, run, code=probe.NO_TRANSPOSES:
-                        lambda: timed.append(("staged", row, run, code)))
+                        lambda buffers, side, tile, code, stage:
+                        lambda: timed.append(("staged", side, tile, code, stage)))
     monkeypatch.setattr(probe, "staged_touches_over",
                         lambda buffer, row, run: lambda: timed.append(("touches", buffer, row,
                                                                        run)))
@@ -499,14 +559,21 @@ def test_measure_throughput_times_the_staged_probe_for_a_transposed_self(monkeyp
     case = Case("layout", lambda cfg, dev: harness.Setup(
         lambda: None, None, 256, 16,
         in_cache=harness.InCache(lambda: None, 16, np.zeros((1, 1, 1), np.uint8)),
-        reference=lambda: None, buffers=buffers, staged=(32, 8, probe.bits.F16)),
+        reference=lambda: None, buffers=buffers, staged=(128, 32, probe.bits.F16)),
         vs_case("other", 0.75))
     row = cases.measure_throughput(case, harness.Config(quick=True, repeat=1, warmup=0))
-    assert ("staged", 32, 8, probe.NO_TRANSPOSES) in timed and ("triad", True) in timed
-    assert ("staged", 32, 8, probe.bits.F16) in timed  # transposing as self's dtype
-    assert ("touches", (2, 64), 32, 8) in timed  # self's buffer
+    ours = (16, 64)  # 32 bytes of 16-bit elements along rows of 64 of them
+    for stage in (probe.READS, probe.TRANSPOSES):
+        assert ("staged", 64, ours, probe.bits.F16, stage) in timed
+    assert ("triad", True) in timed
+    assert ("touches", (2, 64), 128, 32) in timed  # self's buffer
+    swept = probe.swept_tiles(64, probe.bits.F16)
+    assert swept == [(16, 32), (16, 64), (64, 32), (64, 64)]
+    for tile in swept:
+        assert ("staged", 64, tile, probe.bits.F16, probe.STAGES) in timed
     assert {"staged_ms", "staged_transposes_ms", "floor_ms", "reference_ms", "compute_ms",
             "staged_touches_ms"} <= row.extra.keys()
+    assert list(row.extra["swept_staging_ms"]) == ["16x32", "16x64", "64x32", "64x64"]
 
 
 def test_targets_carry_their_torch_factor_and_floor_fraction():
