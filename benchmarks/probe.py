@@ -201,8 +201,8 @@ def _read_runs(x, x_bytes, row_bytes, first_row, first_column, rows, columns, co
     for group in range(first_column, first_column + columns, BLOCK):
         first = group * row_bytes + first_row * size
         if stage == READS:  # each row's run whole, in a vector loop: at memory speed
-            for line in range(first, first + run_bytes, CACHE_LINE_BYTES):
-                if STAGE_PREFETCHES:
+            if STAGE_PREFETCHES:
+                for line in range(first, first + run_bytes, CACHE_LINE_BYTES):
                     prefetch_block_rows(x_bytes, line + ahead, row_bytes)
             for row in range(BLOCK):
                 total += _sum_words(x, (first + row * row_bytes) // 4, run_bytes // 4)
@@ -223,8 +223,8 @@ def _read_runs(x, x_bytes, row_bytes, first_row, first_column, rows, columns, co
 def _staged_triad(out, a, x, x_bytes, c, side, rows, columns, code, stage, sums):
     """The work of a tiled call on [side, side] elements of `code` whose operand x is read
     transposed, tiles of `rows` x `columns` (dividing `side`, `rows` a multiple of BLOCK,
-    `columns` of whole cache lines of elements) staged as our kernel stages
-    them, on uint32 words, with no compute: each thread takes an equal run of tiles (as the
+    `columns` of whole cache lines of elements) staged as our kernel stages them, on
+    uint32 words, with no compute: each thread takes an equal run of tiles (as the
     kernel's prange does, row band by row band); a tile first reads its runs of x
     (`_read_runs`: READS sums them into `sums`; TRANSPOSES transposes them and keeps the
     first word of the last block in `sums`; STAGES transposes them into a staged tile),
