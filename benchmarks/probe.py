@@ -210,12 +210,9 @@ def _read_runs(x, x_bytes, row_bytes, first_row, first_column, rows, columns, co
         for at in range(first, first + run_bytes, BLOCK * size):
             if STAGE_PREFETCHES and (at - first) % CACHE_LINE_BYTES == 0:
                 prefetch_block_rows(x_bytes, at + ahead, row_bytes)
-            if stage == TRANSPOSES:
-                transpose_x16(code, code, x_bytes, at, row_bytes, area, 0, CACHE_LINE_BYTES)
-            else:
-                transpose_x16(code, code, x_bytes, at, row_bytes, area,
-                              (at - first) // size * pitch + (group - first_column) * size,
-                              pitch)
+            to, step = ((0, CACHE_LINE_BYTES) if stage == TRANSPOSES else
+                        ((at - first) // size * pitch + (group - first_column) * size, pitch))
+            transpose_x16(code, code, x_bytes, at, row_bytes, area, to, step)
     return total
 
 
